@@ -1,0 +1,67 @@
+# cdc-lake developer commands. `make help` lists them; every target sets itself up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+ENV ?= dev
+PYTEST_ARGS ?=
+
+# jsii prints a banner per process on Node 20; CDK itself works there.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PYSPARK_PYTHON := $(abspath $(PY))
+
+.PHONY: help setup demo test lint format typecheck unit synth diff deploy bench clean
+
+help: ## Show this list of targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed node_modules/.installed ## Create .venv (runtime + dev deps, cdclake CLI) and the pinned CDK CLI
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is needed for PySpark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: setup ## Run the local pipeline: generate Debezium events, merge them, check the lake table
+	$(VENV)/bin/cdclake demo
+
+lint: setup ## Lint and format-check with ruff
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup ## Apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: setup ## Type-check cdclake/, stacks/, lambdas/ and connectors/ with mypy
+	$(VENV)/bin/mypy
+
+unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit ## Lint, type-check and run every test (what CI runs)
+
+synth: setup ## Synthesize every stack of ENV (default dev) into cdk.out, offline
+	npx cdk synth -c env=$(ENV) --quiet
+
+diff: setup ## Show what `deploy` would change in ENV (needs AWS credentials)
+	npx cdk diff -c env=$(ENV) --all
+
+deploy: setup ## Deploy every stack of ENV (needs AWS credentials and a bootstrapped account)
+	npx cdk deploy -c env=$(ENV) --all
+
+bench: setup ## Run the merge throughput benchmark (figures go to bench/results/)
+	$(PY) bench/merge_throughput.py
+
+clean: ## Remove build output, local warehouses and caches (keeps .venv)
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache demo-output spark-warehouse metastore_db derby.log

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""CDK entry point: ``cdk synth -c env=prod`` builds every stack of one environment."""
+
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from cdclake.config import ConfigError, load_config
+from stacks import build_stacks
+
+app = cdk.App()
+env_name = app.node.try_get_context("env") or "dev"
+config_dir = app.node.try_get_context("config_dir")  # tests point this at a scratch folder
+try:
+    config = load_config(env_name, config_dir=Path(config_dir) if config_dir else None)
+except ConfigError as exc:
+    sys.exit(str(exc))
+build_stacks(app, config)
+app.synth()

@@ -1,0 +1,358 @@
+"""Typed environment configuration: the one place that names the replicated tables.
+
+Every stack, connector config, Glue job and Hudi table is derived from an
+:class:`EnvironmentConfig` loaded from ``config/<env>.yaml``. Validation happens
+at load time so a typo fails ``cdk synth`` with the file, the field and the
+reason, instead of surfacing as a broken connector after deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+
+# PostgreSQL identifiers as Debezium include lists and publications accept them unquoted.
+Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
+Prefix = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{1,30}[a-z0-9]$")]
+HudiTableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+ReplicaIdentity = Literal["DEFAULT", "FULL"]
+Op = Literal["c", "u", "d", "r", "t"]
+# Names of aws_logs.RetentionDays members.
+LogRetention = Literal[
+    "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
+]
+# Column types the merge job understands for shapes that carry no schema (Spark SQL DDL names).
+ColumnType = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(string|boolean|smallint|int|bigint|float|double|date|timestamp|binary"
+        r"|decimal\(\d{1,2},\s*\d{1,2}\))$"
+    ),
+]
+
+
+class ConfigError(ValueError):
+    """An environment file that cannot be used; the message names file, field and reason."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FanOutRouting(_Model):
+    """How a table's changes look on the EventBridge bus."""
+
+    source: str | None = Field(
+        default=None, description="EventBridge Source; default cdc.<schema>.<table>"
+    )
+    detail_type: str | None = Field(
+        default=None, description="EventBridge DetailType; default '<schema>.<table> changed'"
+    )
+
+
+class TableConfig(_Model):
+    """One replicated table."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")] = (
+        Field(description="schema.table in PostgreSQL")
+    )
+    primary_key: list[Identifier] = Field(min_length=1)
+    partition_by: list[Identifier] = Field(default_factory=list)
+    hudi_table_type: HudiTableType = "COPY_ON_WRITE"
+    replica_identity: ReplicaIdentity = "DEFAULT"
+    exclude_columns: list[Identifier] = Field(default_factory=list)
+    column_types: dict[Identifier, ColumnType] = Field(
+        default_factory=dict,
+        description="Types for change files without a schema (envelope/flattened shapes)",
+    )
+    lake: bool = True
+    fanout: bool = False
+    routing: FanOutRouting = Field(default_factory=FanOutRouting)
+
+    @model_validator(mode="after")
+    def _columns_consistent(self) -> TableConfig:
+        excluded_keys = sorted(set(self.primary_key) & set(self.exclude_columns))
+        if excluded_keys:
+            raise ValueError(f"primary key column(s) {excluded_keys} cannot be excluded")
+        excluded_parts = sorted(set(self.partition_by) & set(self.exclude_columns))
+        if excluded_parts:
+            raise ValueError(f"partition column(s) {excluded_parts} cannot be excluded")
+        if len(set(self.primary_key)) != len(self.primary_key):
+            raise ValueError("primary_key lists a column twice")
+        if not (self.lake or self.fanout):
+            raise ValueError("table goes nowhere: set lake and/or fanout to true")
+        return self
+
+    @property
+    def schema_name(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def table_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    @property
+    def lake_table_name(self) -> str:
+        """Name of the Hudi/Glue table: schema and table joined, unique per database."""
+        return f"{self.schema_name}_{self.table_name}"
+
+    @property
+    def event_source(self) -> str:
+        return self.routing.source or f"cdc.{self.name}"
+
+    @property
+    def event_detail_type(self) -> str:
+        return self.routing.detail_type or f"{self.name} changed"
+
+
+class NetworkConfig(_Model):
+    cidr: str = "10.20.0.0/16"
+    max_azs: int = Field(default=2, ge=2, le=3)
+    nat_gateways: int = Field(default=1, ge=1, le=3)
+    flow_log_retention: LogRetention = "ONE_MONTH"
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        if not re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}/(1[6-9]|2[0-4])", value):
+            raise ValueError("must be an IPv4 CIDR between /16 and /24, e.g. 10.20.0.0/16")
+        return value
+
+
+class ReplicationConfig(_Model):
+    """Logical replication objects the bootstrap creates and the connectors use."""
+
+    publication: Identifier = "cdclake_publication"
+    slot: Identifier = Field(default="cdclake_msk", description="slot of the MSK Connect source")
+    fanout_slot: Identifier = Field(default="cdclake_fanout", description="Debezium Server slot")
+    user: Identifier = "cdclake_replicator"
+    heartbeat_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = (
+        "cdclake.heartbeat"
+    )
+    signal_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = (
+        "cdclake.debezium_signal"
+    )
+    max_replication_slots: int = Field(default=10, ge=2)
+    max_wal_senders: int = Field(default=10, ge=2)
+    max_slot_wal_keep_size_mb: int = Field(default=20480, ge=1024)
+    drop_objects_on_delete: bool = False
+
+
+class DatabaseAlarms(_Model):
+    replication_slot_lag_bytes: int = Field(default=5 * 1024**3, ge=1)
+    transaction_logs_disk_usage_bytes: int = Field(default=10 * 1024**3, ge=1)
+
+
+class DatabaseConfig(_Model):
+    name: Identifier = "app"
+    engine_version: Annotated[str, StringConstraints(pattern=r"^16\.\d+$")] = "16.6"
+    instance_class: str = "r6g.large"
+    instances: int = Field(default=1, ge=1, le=15)
+    backup_retention_days: int = Field(default=7, ge=1, le=35)
+    deletion_protection: bool = False
+    replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
+    alarms: DatabaseAlarms = Field(default_factory=DatabaseAlarms)
+
+
+class GlueJobConfig(_Model):
+    worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
+    number_of_workers: int = Field(default=2, ge=2)
+    flex: bool = False
+    timeout_minutes: int = Field(default=60, ge=1)
+    max_retries: int = Field(default=1, ge=0, le=10)
+    schedule: str | None = Field(default=None, description="EventBridge cron(...) or rate(...)")
+    max_bad_fraction: float = Field(default=0.01, ge=0.0, le=1.0)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"(cron|rate)\(.+\)", value):
+            raise ValueError("must be cron(...) or rate(...)")
+        return value
+
+
+class LakeConfig(_Model):
+    glue_database: Identifier = "cdclake"
+    change_file_expiration_days: int = Field(default=30, ge=1)
+    quarantine_expiration_days: int = Field(default=90, ge=1)
+    glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
+
+
+class MskConfig(_Model):
+    kafka_version: str = "3.6.0"
+    broker_instance_type: str = "kafka.m7g.large"
+    brokers_per_az: int = Field(default=1, ge=1)
+    broker_volume_gib: int = Field(default=100, ge=1)
+
+
+class ConnectConfig(_Model):
+    """MSK Connect: plugins, capacity, snapshot and S3 sink rotation."""
+
+    debezium_plugin: str = Field(
+        default="s3://REPLACE-ME/plugins/debezium-connector-postgres-2.7.4.Final.zip",
+        description="s3://bucket/key of the Debezium plugin zip, or a local path",
+    )
+    s3_sink_plugin: str = Field(
+        default="s3://REPLACE-ME/plugins/confluentinc-kafka-connect-s3-10.5.17.zip",
+        description="s3://bucket/key of the S3 sink plugin zip, or a local path",
+    )
+    snapshot_mode: Literal["initial", "no_data", "never", "when_needed", "initial_only"] = (
+        "initial"
+    )
+    mcu_count: Literal[1, 2, 4, 8] = 1
+    workers: int = Field(default=1, ge=1)
+    flush_size: int = Field(default=10000, ge=1)
+    rotate_interval_ms: int = Field(default=60000, ge=1000)
+    heartbeat_interval_ms: int = Field(default=60000, ge=1000)
+
+
+class KinesisConfig(_Model):
+    mode: Literal["ON_DEMAND", "PROVISIONED"] = "ON_DEMAND"
+    shards: int = Field(default=1, ge=1)
+    retention_hours: int = Field(default=24, ge=24, le=8760)
+
+
+class DebeziumServerConfig(_Model):
+    image: str = "quay.io/debezium/server:2.7.3.Final"
+    cpu: int = 512
+    memory_mib: int = 1024
+
+
+class HttpTarget(_Model):
+    endpoint: Annotated[str, StringConstraints(pattern=r"^https://\S+$")]
+    method: Literal["POST", "PUT"] = "POST"
+    auth: Literal["api_key", "oauth_client_credentials"] = "api_key"
+    secret_arn: Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:secretsmanager:")]
+    oauth_token_url: str | None = None
+    rate_per_second: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _oauth(self) -> HttpTarget:
+        if self.auth == "oauth_client_credentials" and not self.oauth_token_url:
+            raise ValueError("oauth_token_url is required for oauth_client_credentials")
+        return self
+
+
+class ConsumerConfig(_Model):
+    """A service that reacts to changes: an SQS queue, optionally also an HTTP endpoint."""
+
+    name: Identifier
+    tables: list[str] = Field(min_length=1)
+    ops: list[Op] = Field(default_factory=lambda: ["c", "u", "d"])
+    consumer_timeout_seconds: int = Field(default=30, ge=1, le=900)
+    http: HttpTarget | None = None
+
+
+class FanOutConfig(_Model):
+    consumers: list[ConsumerConfig] = Field(default_factory=list)
+    archive_retention_days: int = Field(default=7, ge=1)
+    iterator_age_alarm_ms: int = Field(default=60000, ge=1)
+    claim_check_threshold_bytes: int = Field(default=200_000, ge=1024, le=256_000)
+
+
+class EnvironmentConfig(_Model):
+    """Everything that differs between environments."""
+
+    env: Identifier
+    account: Annotated[str, StringConstraints(pattern=r"^\d{12}$")]
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
+    prefix: Prefix
+    tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    lake: LakeConfig = Field(default_factory=LakeConfig)
+    msk: MskConfig = Field(default_factory=MskConfig)
+    connect: ConnectConfig = Field(default_factory=ConnectConfig)
+    kinesis: KinesisConfig = Field(default_factory=KinesisConfig)
+    debezium_server: DebeziumServerConfig = Field(default_factory=DebeziumServerConfig)
+    fanout: FanOutConfig = Field(default_factory=FanOutConfig)
+    tables: list[TableConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _tables_consistent(self) -> EnvironmentConfig:
+        names = [t.name for t in self.tables]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tables listed twice: {duplicates}")
+        lake_names = [t.lake_table_name for t in self.tables]
+        clashes = sorted({n for n in lake_names if lake_names.count(n) > 1})
+        if clashes:
+            raise ValueError(f"tables map to the same lake table name: {clashes}")
+        fanout_tables = {t.name for t in self.tables if t.fanout}
+        for i, consumer in enumerate(self.fanout.consumers):
+            unknown = sorted(set(consumer.tables) - fanout_tables)
+            if unknown:
+                raise ValueError(
+                    f"fanout.consumers[{i}] ({consumer.name}) names tables {unknown} that are not "
+                    f"configured with fanout: true"
+                )
+        consumer_names = [c.name for c in self.fanout.consumers]
+        if len(set(consumer_names)) != len(consumer_names):
+            raise ValueError("fanout.consumers: names must be unique")
+        return self
+
+    @property
+    def lake_tables(self) -> list[TableConfig]:
+        return [t for t in self.tables if t.lake]
+
+    @property
+    def fanout_tables(self) -> list[TableConfig]:
+        return [t for t in self.tables if t.fanout]
+
+    def table(self, name: str) -> TableConfig:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(f"table {name!r} is not configured for environment {self.env!r}")
+
+    def resource_name(self, *parts: str) -> str:
+        """Physical-name helper: ``<prefix>-<part>-...``, for resources that need a name."""
+        return "-".join((self.prefix, *parts))
+
+
+def _format_error(path: Path, error: ValidationError) -> str:
+    lines = [f"invalid environment config {path}:"]
+    for item in error.errors():
+        location = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+        lines.append(f"  {location}: {item['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def load_config(
+    env: str | None = None, *, path: Path | str | None = None, config_dir: Path | None = None
+) -> EnvironmentConfig:
+    """Load and validate ``config/<env>.yaml`` (or an explicit ``path``)."""
+    if path is None:
+        if env is None:
+            raise ConfigError("load_config needs an environment name or a path")
+        path = (config_dir or CONFIG_DIR) / f"{env}.yaml"
+    path = Path(path)
+    if not path.is_file():
+        available = sorted(p.stem for p in (config_dir or CONFIG_DIR).glob("*.yaml"))
+        raise ConfigError(f"no environment config at {path}; available environments: {available}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid environment config {path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid environment config {path}: expected a mapping at top level")
+    try:
+        return EnvironmentConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(path, exc)) from None

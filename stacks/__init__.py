@@ -1,0 +1,49 @@
+"""The environment's stacks, composed from constructs in ``stacks/components``."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from cdclake.config import EnvironmentConfig
+from stacks.capture_stack import CaptureStack
+from stacks.database_stack import DatabaseStack
+from stacks.fanout_stack import FanOutStack
+from stacks.lake_stack import LakeStack
+from stacks.network_stack import NetworkStack
+
+
+def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack]:
+    """Add one environment's stacks to ``app``, wired together, with cdk-nag attached."""
+    env = cdk.Environment(account=config.account, region=config.region)
+    for key, value in {"project": "cdc-lake", **config.tags}.items():
+        cdk.Tags.of(app).add(key, value)
+
+    def stack_id(name: str) -> str:
+        return f"{config.prefix.title().replace('-', '')}{name}"
+
+    network = NetworkStack(app, stack_id("Network"), config=config, env=env)
+    database = DatabaseStack(app, stack_id("Database"), config=config, vpc=network.vpc, env=env)
+    lake = LakeStack(app, stack_id("Lake"), config=config, vpc=network.vpc, env=env)
+    capture = CaptureStack(
+        app,
+        stack_id("Capture"),
+        config=config,
+        vpc=network.vpc,
+        database=database,
+        lake=lake,
+        env=env,
+    )
+    fanout = FanOutStack(
+        app, stack_id("FanOut"), config=config, vpc=network.vpc, database=database, env=env
+    )
+
+    # Security gate: every AwsSolutions finding fails synth unless suppressed with a reason.
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return {
+        "network": network,
+        "database": database,
+        "lake": lake,
+        "capture": capture,
+        "fanout": fanout,
+    }

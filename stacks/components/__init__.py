@@ -1,0 +1,1 @@
+"""Reusable constructs, one per module, each named for what it is."""

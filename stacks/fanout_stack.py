@@ -1,0 +1,27 @@
+"""Fan-out: Debezium Server to Kinesis, Lambda to EventBridge, rules to SQS and HTTP consumers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from stacks.database_stack import DatabaseStack
+
+
+class FanOutStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        vpc: ec2.IVpc,
+        database: DatabaseStack,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config

@@ -1,0 +1,137 @@
+"""The environment config: valid files load, invalid ones fail naming file, field and reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdclake.config import ConfigError, EnvironmentConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path: Path, data: dict[str, object], name: str = "broken") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _minimal() -> dict[str, object]:
+    return {
+        "env": "test",
+        "account": "123456789012",
+        "region": "eu-west-1",
+        "prefix": "cdclake-test",
+        "tables": [{"name": "public.orders", "primary_key": ["id"]}],
+    }
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_load_config_shipped_environments_are_valid(env: str) -> None:
+    config = load_config(env)
+    assert config.env == env
+    assert config.tables, "every environment names its tables"
+
+
+def test_load_config_minimal_file_fills_defaults(tmp_path: Path) -> None:
+    config = load_config(path=_write(tmp_path, _minimal()))
+    table = config.table("public.orders")
+    assert table.hudi_table_type == "COPY_ON_WRITE"
+    assert table.lake_table_name == "public_orders"
+    assert table.event_source == "cdc.public.orders"
+    assert config.lake_tables == [table]
+    assert config.fanout_tables == []
+
+
+def test_load_config_routing_overrides_event_source(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [
+        {"name": "public.orders", "primary_key": ["id"], "fanout": True,
+         "routing": {"source": "shop.orders", "detail_type": "OrderChanged"}}
+    ]
+    table = load_config(path=_write(tmp_path, data)).table("public.orders")
+    assert (table.event_source, table.event_detail_type) == ("shop.orders", "OrderChanged")
+
+
+def test_load_config_bad_field_names_file_field_and_reason(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"], "hudi_table_type": "COW"}]
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=path)
+    message = str(excinfo.value)
+    assert str(path) in message
+    assert "tables.0.hudi_table_type" in message
+    assert "COPY_ON_WRITE" in message and "'COW'" in message
+
+
+def test_load_config_unknown_key_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tabels"] = []
+    with pytest.raises(ConfigError, match=r"tabels: Extra inputs are not permitted"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_excluded_primary_key_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"], "exclude_columns": ["id"]}]
+    with pytest.raises(ConfigError, match=r"tables\.0: .*primary key column\(s\) \['id'\]"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_consumer_of_non_fanout_table_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["fanout"] = {"consumers": [{"name": "billing", "tables": ["public.orders"]}]}
+    with pytest.raises(ConfigError, match=r"fanout.consumers\[0\] \(billing\).*public.orders"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_duplicate_table_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"]}] * 2
+    with pytest.raises(ConfigError, match="tables listed twice"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_invalid_yaml_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("tables: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path=path)
+
+
+def test_load_config_missing_environment_lists_available() -> None:
+    with pytest.raises(ConfigError, match=r"available environments: \['dev', 'prod'\]"):
+        load_config("staging")
+
+
+def test_environment_config_is_immutable() -> None:
+    config = load_config("dev")
+    with pytest.raises(Exception, match="frozen"):
+        config.prefix = "other"  # type: ignore[misc]
+    assert isinstance(config, EnvironmentConfig)
+
+
+@pytest.mark.cdk
+def test_app_invalid_config_fails_synth_with_clear_message(tmp_path: Path) -> None:
+    data = _minimal()
+    data["account"] = "not-an-account"
+    _write(tmp_path, data, name="broken")
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"env": "broken", "config_dir": str(tmp_path)}),
+        "CDK_OUTDIR": str(tmp_path / "out"),
+    }
+    result = subprocess.run(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert f"invalid environment config {tmp_path / 'broken.yaml'}" in result.stderr
+    assert "account: String should match pattern" in result.stderr
+    assert "Traceback" not in result.stderr
