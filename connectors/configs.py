@@ -1,0 +1,284 @@
+"""Connector configurations generated from the environment config.
+
+Plain functions, no CDK: the capture and fan-out stacks call them with deploy-time values
+(tokens), `python -m connectors.render` calls them with placeholders to write the JSON under
+``connectors/generated/`` for humans, and the unit tests call them directly.
+
+Passwords never appear here: the MSK Connect connectors read them through the Secrets Manager
+config provider (``${secretsmanager:<url-encoded ARN>:password}``), Debezium Server gets them
+as an ECS secret environment variable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from cdclake.config import EnvironmentConfig, TableConfig
+
+CONFIG_PROVIDER = "secretsmanager"
+CONFIG_PROVIDER_CLASS = "com.amazonaws.kafka.config.providers.SecretsManagerConfigProvider"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+TOPICS_DIR = "topics"
+# CDC topics keep a week so a stopped sink can catch up; the offsets topic is compacted.
+TOPIC_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class DatabaseEndpoint:
+    """Where a capture connects, and which secret holds its username and password."""
+
+    hostname: str
+    port: int | str
+    dbname: str
+    secret_arn: str
+
+
+def encode_secret_arn(arn: str) -> str:
+    """The config provider splits on ``:``, so a secret ARN is passed URL-encoded."""
+    return quote(arn, safe="")
+
+
+def secret_reference(secret_id: str, key: str) -> str:
+    """A Kafka Connect config-provider placeholder, resolved by the worker at runtime."""
+    return "${" + f"{CONFIG_PROVIDER}:{secret_id}:{key}" + "}"
+
+
+def connector_name(config: EnvironmentConfig, role: str) -> str:
+    """MSK Connect connector names; the S3 sink's consumer group follows its name."""
+    return config.resource_name(role)
+
+
+def topic_name(config: EnvironmentConfig, table: TableConfig) -> str:
+    """``<prefix>.<schema>.<table>``: Debezium's topic, and the Kinesis stream name."""
+    return f"{config.prefix}.{table.name}"
+
+
+def heartbeat_topic(config: EnvironmentConfig) -> str:
+    """Debezium's default heartbeat topic for ``topic.prefix``."""
+    return f"__debezium-heartbeat.{config.prefix}"
+
+
+def offsets_topic(config: EnvironmentConfig) -> str:
+    """Named, compacted offsets topic: a replaced connector resumes instead of re-snapshotting."""
+    return f"{config.prefix}.connect-offsets"
+
+
+def _regex(name: str) -> str:
+    return re.escape(name)
+
+
+def table_include_list(tables: Iterable[TableConfig]) -> str:
+    """Debezium regexes are anchored on ``schema.table``; the dot is escaped to match exactly."""
+    return ",".join(_regex(t.name) for t in tables)
+
+
+def column_exclude_list(tables: Iterable[TableConfig]) -> str:
+    return ",".join(_regex(f"{t.name}.{column}") for t in tables for column in t.exclude_columns)
+
+
+def heartbeat_action_query(config: EnvironmentConfig, slot: str) -> str:
+    """One row per slot in the heartbeat table: the write keeps an idle slot's LSN moving.
+
+    The heartbeat table (created by the replication bootstrap) is ``(id text primary key,
+    ts timestamptz)`` and is in the publication, so the write reaches every slot.
+    """
+    table = config.database.replication.heartbeat_table
+    return (
+        f"INSERT INTO {table} (id, ts) VALUES ('{slot}', now()) "
+        "ON CONFLICT (id) DO UPDATE SET ts = EXCLUDED.ts"
+    )
+
+
+def _debezium_common(
+    config: EnvironmentConfig, tables: list[TableConfig], slot: str
+) -> dict[str, str]:
+    """Settings both captures share, so the lake and the bus see the same events."""
+    replication = config.database.replication
+    settings = {
+        "plugin.name": "pgoutput",
+        "slot.name": slot,
+        "publication.name": replication.publication,
+        "publication.autocreate.mode": "disabled",
+        "topic.prefix": config.prefix,
+        "table.include.list": table_include_list(tables),
+        "heartbeat.interval.ms": str(config.connect.heartbeat_interval_ms),
+        "heartbeat.action.query": heartbeat_action_query(config, slot),
+        "signal.enabled.channels": "source",
+        "signal.data.collection": replication.signal_table,
+        "snapshot.mode": config.connect.snapshot_mode,
+        "time.precision.mode": "adaptive",
+        # Truncates reach consumers (op "t"); deletes need no tombstone (topics are not compacted).
+        "skipped.operations": "none",
+        "tombstones.on.delete": "false",
+        "database.sslmode": "require",
+    }
+    excluded = column_exclude_list(tables)
+    if excluded:
+        settings["column.exclude.list"] = excluded
+    return settings
+
+
+def debezium_source_config(
+    config: EnvironmentConfig,
+    *,
+    database: DatabaseEndpoint,
+    replication_factor: int,
+    secret_id: str | None = None,
+) -> dict[str, str]:
+    """Debezium PostgreSQL source on MSK Connect, capturing the lake tables into MSK.
+
+    ``secret_id`` is the secret as the config provider reads it (a URL-encoded ARN); by default
+    it is derived from ``database.secret_arn`` (the stack passes its own for token ARNs).
+    """
+    tables = config.lake_tables
+    secret = secret_id if secret_id is not None else encode_secret_arn(database.secret_arn)
+    return {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",
+        "database.hostname": database.hostname,
+        "database.port": str(database.port),
+        "database.dbname": database.dbname,
+        "database.user": secret_reference(secret, "username"),
+        "database.password": secret_reference(secret, "password"),
+        **_debezium_common(config, tables, config.database.replication.slot),
+        # The merge job decodes these logical types (Decimal bytes, Date/MicroTimestamp ints).
+        "decimal.handling.mode": "precise",
+        "key.converter": JSON_CONVERTER,
+        "key.converter.schemas.enable": "true",
+        "value.converter": JSON_CONVERTER,
+        "value.converter.schemas.enable": "true",
+        # Kafka Connect creates the table topics (KIP-158); brokers do not auto-create topics.
+        "topic.creation.default.replication.factor": str(replication_factor),
+        "topic.creation.default.partitions": "1",
+        "topic.creation.default.cleanup.policy": "delete",
+        "topic.creation.default.retention.ms": str(TOPIC_RETENTION_MS),
+        "topic.creation.default.compression.type": "lz4",
+        # Without this MSK Connect restarts a connector that uses a config provider regularly.
+        "config.action.reload": "none",
+    }
+
+
+def s3_sink_config(
+    config: EnvironmentConfig, *, bucket_name: str, kms_key_arn: str | None = None
+) -> dict[str, str]:
+    """Confluent S3 sink writing each lake topic as JSON lines into the change-file bucket.
+
+    Layout: ``topics/<topic>/partition=<p>/<topic>+<p>+<startOffset>.json``. The values are the
+    bytes Debezium wrote (JsonConverter, schemas enabled), one per line: ByteArrayFormat keeps
+    the ``{"schema", "payload"}`` wrapper that the S3 JsonFormat would strip. Files rotate on
+    ``flush.size`` records or ``rotate.interval.ms`` of *record* time, both deterministic, so a
+    task that restarts rewrites the same files (exactly-once-friendly); wall-clock
+    ``rotate.schedule.interval.ms`` is deliberately not set.
+    """
+    settings = {
+        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+        "tasks.max": str(max(1, len(config.lake_tables))),
+        "topics": ",".join(topic_name(config, t) for t in config.lake_tables),
+        "s3.bucket.name": bucket_name,
+        "s3.region": config.region,
+        "s3.sse.algorithm": "aws:kms",
+        "topics.dir": TOPICS_DIR,
+        "storage.class": "io.confluent.connect.s3.storage.S3Storage",
+        "format.class": "io.confluent.connect.s3.format.bytearray.ByteArrayFormat",
+        "format.bytearray.extension": ".json",
+        "format.bytearray.separator": "\\n",
+        "partitioner.class": "io.confluent.connect.storage.partitioner.DefaultPartitioner",
+        "flush.size": str(config.connect.flush_size),
+        "rotate.interval.ms": str(config.connect.rotate_interval_ms),
+        "timestamp.extractor": "Record",
+        "behavior.on.null.values": "ignore",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": BYTE_ARRAY_CONVERTER,
+        "errors.tolerance": "none",
+    }
+    if kms_key_arn:
+        settings["s3.sse.kms.key.id"] = kms_key_arn
+    return settings
+
+
+def worker_properties(config: EnvironmentConfig) -> dict[str, str]:
+    """MSK Connect worker configuration shared by both connectors."""
+    return {
+        "key.converter": JSON_CONVERTER,
+        "value.converter": JSON_CONVERTER,
+        "offset.storage.topic": offsets_topic(config),
+        "offset.storage.partitions": "25",
+        "offset.flush.interval.ms": "10000",
+        "topic.creation.enable": "true",
+        "config.providers": CONFIG_PROVIDER,
+        f"config.providers.{CONFIG_PROVIDER}.class": CONFIG_PROVIDER_CLASS,
+        f"config.providers.{CONFIG_PROVIDER}.param.region": config.region,
+    }
+
+
+def render_properties(properties: Mapping[str, str]) -> str:
+    """Java properties text, sorted; backslashes escaped so regexes survive ``Properties.load``."""
+    return "".join(
+        f"{key}={value.replace(chr(92), chr(92) * 2)}\n"
+        for key, value in sorted(properties.items())
+    )
+
+
+def debezium_server_properties(
+    config: EnvironmentConfig, *, database: DatabaseEndpoint, offsets_file: str
+) -> dict[str, str]:
+    """Debezium Server (ECS) capturing the fan-out tables into one Kinesis stream per table.
+
+    The password is not here: the task gets ``DEBEZIUM_SOURCE_DATABASE_PASSWORD`` (and the
+    user) from Secrets Manager. Offsets live in a file on EFS so a replaced task resumes.
+    """
+    tables = config.fanout_tables
+    source = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": database.hostname,
+        "database.port": str(database.port),
+        "database.dbname": database.dbname,
+        **_debezium_common(config, tables, config.database.replication.fanout_slot),
+        # Consumers read JSON on the bus: decimals as strings keep their precision and are legible.
+        "decimal.handling.mode": "string",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.storage.file.filename": offsets_file,
+        "offset.flush.interval.ms": "5000",
+    }
+    properties = {f"debezium.source.{key}": value for key, value in source.items()}
+    properties.update(
+        {
+            "debezium.sink.type": "kinesis",
+            "debezium.sink.kinesis.region": config.region,
+            "debezium.format.key": "json",
+            "debezium.format.value": "json",
+            "debezium.format.key.schemas.enable": "false",
+            "debezium.format.value.schemas.enable": "false",
+            # Heartbeats keep the slot moving but have no stream: drop them before the sink.
+            "debezium.transforms": "dropheartbeat",
+            "debezium.transforms.dropheartbeat.type": "org.apache.kafka.connect.transforms.Filter",
+            "debezium.transforms.dropheartbeat.predicate": "isheartbeat",
+            "debezium.predicates": "isheartbeat",
+            "debezium.predicates.isheartbeat.type": (
+                "org.apache.kafka.connect.transforms.predicates.TopicNameMatches"
+            ),
+            "debezium.predicates.isheartbeat.pattern": re.escape(heartbeat_topic(config)),
+            "quarkus.log.console.json": "true",
+            "quarkus.http.port": "8080",
+        }
+    )
+    return properties
+
+
+def environment_variables(properties: Mapping[str, str]) -> dict[str, str]:
+    """Debezium Server (Quarkus/MicroProfile) reads ``a.b-c`` from ``A_B_C``."""
+    return {re.sub(r"[^A-Za-z0-9]", "_", key).upper(): value for key, value in properties.items()}
+
+
+def broker_count(config: EnvironmentConfig) -> int:
+    """MSK places ``brokers_per_az`` brokers in each of the VPC's AZs."""
+    return config.network.max_azs * config.msk.brokers_per_az
+
+
+def replication_factor(config: EnvironmentConfig) -> int:
+    """Three copies where there are three brokers, otherwise one per broker."""
+    return min(3, broker_count(config))
