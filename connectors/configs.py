@@ -83,13 +83,13 @@ def column_exclude_list(tables: Iterable[TableConfig]) -> str:
 def heartbeat_action_query(config: EnvironmentConfig, slot: str) -> str:
     """One row per slot in the heartbeat table: the write keeps an idle slot's LSN moving.
 
-    The heartbeat table (created by the replication bootstrap) is ``(id text primary key,
+    The heartbeat table (created by the replication bootstrap) is ``(source text primary key,
     ts timestamptz)`` and is in the publication, so the write reaches every slot.
     """
     table = config.database.replication.heartbeat_table
     return (
-        f"INSERT INTO {table} (id, ts) VALUES ('{slot}', now()) "
-        "ON CONFLICT (id) DO UPDATE SET ts = EXCLUDED.ts"
+        f"INSERT INTO {table} (source, ts) VALUES ('{slot}', now()) "
+        "ON CONFLICT (source) DO UPDATE SET ts = EXCLUDED.ts"
     )
 
 
