@@ -1,0 +1,274 @@
+"""``cdclake``: run the merge job locally, export a table, generate events, demo."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(
+    help="cdc-lake: Debezium change files → lake tables, locally or on Glue.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+STAGE_LABELS = {
+    "read": "reading and parsing change files",
+    "fold": "ordering changes per key",
+    "write": "writing and committing",
+}
+
+
+class Format(str, Enum):
+    auto = "auto"
+    hudi = "hudi"
+    parquet = "parquet"
+
+
+class Shape(str, Enum):
+    schema = "schema"
+    envelope = "envelope"
+    flat = "flat"
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _parse_types(values: list[str]) -> dict[str, str]:
+    types: dict[str, str] = {}
+    for value in values:
+        name, sep, spark_type = value.partition("=")
+        if not sep:
+            _fail(f"--type expects COLUMN=TYPE, got {value!r}", 2)
+        types[name.strip()] = spark_type.strip()
+    return types
+
+
+@app.command()
+def merge(
+    changes: Annotated[Path, typer.Option(help="Folder of change files (S3 sink layout)")],
+    warehouse: Annotated[Path, typer.Option(help="Warehouse folder (tables + metastore)")],
+    table: Annotated[str, typer.Option(help="DATABASE.TABLE to merge into")],
+    key: Annotated[str, typer.Option(help="Primary key column(s), comma-separated")],
+    format: Annotated[Format, typer.Option(help="Sink: hudi needs the Hudi bundle")] = Format.auto,
+    column_type: Annotated[
+        list[str] | None,
+        typer.Option("--type", help="COLUMN=TYPE for change files without a schema"),
+    ] = None,
+    exclude: Annotated[str, typer.Option(help="Columns to drop, comma-separated")] = "",
+    max_bad_fraction: Annotated[
+        float, typer.Option(help="Fail without committing above this share of bad lines")
+    ] = 0.01,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
+) -> None:
+    """Apply every not-yet-applied change file under CHANGES to the table."""
+    from cdclake_merge.job import MergeError, MergeOptions, run_merge
+    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.storage import LocalFileSystem
+
+    if not changes.is_dir():
+        _fail(f"--changes {changes} is not a folder", 2)
+    if not 0 <= max_bad_fraction <= 1:
+        _fail("--max-bad-fraction must be between 0 and 1", 2)
+    options = MergeOptions(
+        table=table,
+        key=tuple(k.strip() for k in key.split(",") if k.strip()),
+        changes=str(changes.resolve()),
+        column_types=_parse_types(column_type or []),
+        exclude_columns=frozenset(c.strip() for c in exclude.split(",") if c.strip()),
+        max_bad_fraction=max_bad_fraction,
+    )
+    fs = LocalFileSystem()
+    spark_holder: dict[str, Any] = {}
+
+    def spark_factory() -> Any:
+        from cdclake_merge.session import hudi_available, local_session
+
+        spark = local_session(warehouse)
+        if format is Format.hudi and not hudi_available(spark):
+            _fail("--format hudi: the Hudi Spark bundle is not on the classpath "
+                  "(set CDCLAKE_HUDI_JAR to a hudi-spark3.5-bundle_2.12-0.15.0.jar)", 2)
+        spark_holder["spark"] = spark
+        return spark
+
+    if format is Format.hudi:
+        from cdclake_merge.hudi import HudiTable
+
+        spark = spark_factory()
+        sink: Any = HudiTable(spark, str(warehouse.resolve()), table, options.key)
+    elif format is Format.auto and _hudi_jar_configured():
+        from cdclake_merge.hudi import HudiTable
+
+        spark = spark_factory()
+        sink = HudiTable(spark, str(warehouse.resolve()), table, options.key)
+    else:
+        try:
+            sink = SnapshotTable(fs, str(warehouse.resolve()), table)
+        except ValueError as exc:
+            _fail(str(exc), 2)
+
+    interactive = console.is_terminal and not json_output
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not interactive,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("listing change files", total=len(STAGE_LABELS))
+
+        def on_stage(stage: str) -> None:
+            progress.update(task, description=STAGE_LABELS.get(stage, stage), advance=1)
+
+        try:
+            result = run_merge(
+                lambda: spark_holder.get("spark") or spark_factory(),
+                fs,
+                sink,
+                options,
+                progress=on_stage,
+            )
+        except MergeError as exc:
+            _fail(str(exc))
+        except ValueError as exc:
+            _fail(f"{type(exc).__name__}: {exc}")
+
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    if not result.committed:
+        console.print(f"{table}: no new change files; nothing to do (version {result.version})")
+        return
+    _print_result(result)
+
+
+def _hudi_jar_configured() -> bool:
+    import os
+
+    from cdclake_merge.session import HUDI_JAR_ENV
+
+    return bool(os.environ.get(HUDI_JAR_ENV))
+
+
+def _print_result(result: Any) -> None:
+    grid = Table(title=f"{result.table} → version {result.version}", show_header=False)
+    grid.add_column("what")
+    grid.add_column("count", justify="right")
+    for label, value in (
+        ("files applied", result.files_applied),
+        ("events read", result.events_read),
+        ("upserts (keys)", result.upserts),
+        ("deletes (keys)", result.deletes),
+        ("truncates", result.truncates),
+        ("stale skipped", result.stale_skipped),
+        ("skipped lines", result.skipped),
+        ("quarantined", result.quarantined),
+        ("TOAST unresolved", result.toast_unresolved),
+    ):
+        grid.add_row(label, f"{value:,}")
+    Console().print(grid)
+    for reason, count in sorted(result.quarantine_reasons.items()):
+        console.print(f"  quarantined: {count} × {reason}", highlight=False)
+
+
+@app.command()
+def export(
+    warehouse: Annotated[Path, typer.Option(help="Warehouse folder")],
+    table: Annotated[str, typer.Option(help="DATABASE.TABLE")],
+    out: Annotated[Path, typer.Option(help="Output JSON lines file ('-' for stdout)")],
+) -> None:
+    """Write the table's live rows as JSON lines sorted by key."""
+    from cdclake_merge.export import rows_as_json
+    from cdclake_merge.session import local_session
+    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.storage import LocalFileSystem
+
+    try:
+        sink = SnapshotTable(LocalFileSystem(), str(warehouse.resolve()), table)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    state = sink.load()
+    if state.version == 0:
+        _fail(f"table {table} has no commit under {warehouse}")
+    lines: list[str] = []
+    if state.state_path is not None:
+        spark = local_session(warehouse)
+        live = sink.read_live(spark, state)
+        assert live is not None
+        key = state.manifest.get("key") or [state.columns[0][0]]
+        lines = list(rows_as_json(live, key))
+    text = "".join(line + "\n" for line in lines)
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        console.print(f"{len(lines):,} rows of {table} (version {state.version}) → {out}")
+
+
+@app.command()
+def generate(
+    out: Annotated[Path, typer.Option(help="Output folder (S3 sink layout + expected.jsonl)")],
+    table: Annotated[str, typer.Option(help="Source table name, e.g. public.orders")] = (
+        "public.orders"
+    ),
+    events: Annotated[int, typer.Option(help="Number of change events")] = 1000,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 1,
+    shape: Annotated[Shape, typer.Option(help="Event shape")] = Shape.schema,
+    keys: Annotated[int, typer.Option(help="Distinct keys (default: events / 10)")] = 0,
+    partitions: Annotated[int, typer.Option(help="Kafka partitions")] = 3,
+    flush_size: Annotated[int, typer.Option(help="Events per change file")] = 200,
+) -> None:
+    """Generate realistic Debezium events and the table state they describe."""
+    from cdclake_merge.generator import GeneratorOptions, generate_files
+
+    summary = generate_files(
+        out,
+        GeneratorOptions(
+            table=table,
+            events=events,
+            seed=seed,
+            shape=shape.value,
+            keys=keys or max(events // 10, 1),
+            partitions=partitions,
+            flush_size=flush_size,
+        ),
+    )
+    console.print(
+        f"{summary['events']:,} events in {summary['files']:,} files "
+        f"({summary['live_rows']:,} live rows expected) → {out}"
+    )
+
+
+@app.command()
+def demo(
+    workdir: Annotated[
+        Path | None, typer.Option(help="Folder for the demo (default: a temporary one)")
+    ] = None,
+    events: Annotated[int, typer.Option(help="Events to generate")] = 5000,
+    batches: Annotated[int, typer.Option(help="Merge runs")] = 3,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 7,
+) -> None:
+    """Generate → merge in batches (with redelivered and late files) → export → compare."""
+    from cdclake_merge.demo import run_demo
+
+    base = workdir or Path(tempfile.mkdtemp(prefix="cdclake-demo-"))
+    ok = run_demo(base, events=events, batches=batches, seed=seed, console=Console())
+    if not ok:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

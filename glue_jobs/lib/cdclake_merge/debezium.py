@@ -1,0 +1,559 @@
+"""Debezium PostgreSQL change events → normalized, decoded change records (pure Python).
+
+Runs inside Spark's Python workers (one call per input line), so it depends on
+nothing but the standard library (and ``orjson`` when present, for speed). Every
+line ends as exactly one :class:`Outcome`: an ``event`` to apply, a ``skip`` with
+its reason (blank lines, tombstones, logical decoding messages) or ``bad`` with
+its reason (quarantined). Nothing is dropped without a reason, and no input makes
+it raise.
+
+Values are decoded into a canonical JSON form that Spark turns into typed columns
+with native casts (see :mod:`cdclake_merge.schema`): decimals as exact strings,
+dates as days since the epoch, timestamps as microseconds since the epoch in UTC,
+times as ``HH:MM:SS.ffffff`` strings, binary as base64, nested values (arrays,
+structs, maps, geometry) as JSON text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+try:  # orjson is several times faster; Glue may not have it, the stdlib is the fallback.
+    import orjson
+
+    def loads(text: str) -> Any:
+        return orjson.loads(text)
+
+    def dumps(value: Any) -> str:
+        return orjson.dumps(value).decode()
+
+except ImportError:  # pragma: no cover - exercised on hosts without orjson
+
+    def loads(text: str) -> Any:
+        return json.loads(text)
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+UNAVAILABLE = "__debezium_unavailable_value"
+UNAVAILABLE_FORMS = frozenset(
+    {
+        UNAVAILABLE,
+        base64.b64encode(UNAVAILABLE.encode()).decode(),  # bytea, binary.handling.mode=base64
+        UNAVAILABLE.encode().hex(),  # bytea, binary.handling.mode=hex
+    }
+)
+OPS = frozenset({"c", "u", "d", "r", "t"})
+MAX_LSN = 2**63 - 1
+VARIABLE_SCALE_DECIMAL = "decimal(38,18)"
+_MIN_MICROS = -62135596800 * 1_000_000  # 0001-01-01T00:00:00Z
+_MAX_MICROS = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_DECIMAL_TYPE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+# Microsecond magnitude from which a schemaless integer timestamp is read as µs, not ms.
+MICROS_THRESHOLD = 10**14
+
+
+class BadRecord(ValueError):
+    """A line that cannot be applied; the message is the quarantine reason."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What the parser needs to know about the table (picklable, shipped to workers)."""
+
+    primary_key: tuple[str, ...]
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    exclude_columns: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Change:
+    op: str
+    commit_lsn: int
+    lsn: int
+    source_ts_ms: int | None
+    row: dict[str, Any] | None
+    columns: tuple[tuple[str, str], ...]
+    toast_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "event" | "skip" | "bad"
+    reason: str | None = None
+    change: Change | None = None
+
+
+def skip(reason: str) -> Outcome:
+    return Outcome("skip", reason)
+
+
+def parse_line(text: str, spec: TableSpec) -> Outcome:
+    """One line of a change file (JSON lines, as the S3 sink writes them)."""
+    stripped = text.strip()
+    if not stripped:
+        return skip("blank line")
+    if stripped == "null":
+        return skip("tombstone (null value)")
+    try:
+        value = loads(stripped)
+    except (ValueError, TypeError) as exc:
+        return Outcome("bad", f"not valid JSON: {exc}")
+    return parse_value(value, spec)
+
+
+def parse_value(value: Any, spec: TableSpec) -> Outcome:
+    """One decoded Kafka record value, in any of the three supported shapes."""
+    try:
+        return _parse(value, spec)
+    except BadRecord as exc:
+        return Outcome("bad", str(exc))
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, ArithmeticError) as exc:
+        return Outcome("bad", f"cannot decode: {type(exc).__name__}: {exc}")
+
+
+def _parse(value: Any, spec: TableSpec) -> Outcome:
+    if value is None:
+        return skip("tombstone (null value)")
+    if not isinstance(value, dict):
+        raise BadRecord(f"expected a JSON object, got {type(value).__name__}")
+    schema: dict[str, Any] | None = None
+    payload: Any = value
+    if "payload" in value and "schema" in value:
+        schema = value["schema"] if isinstance(value["schema"], dict) else None
+        payload = value["payload"]
+        if payload is None:
+            return skip("tombstone (null value)")
+        if not isinstance(payload, dict):
+            raise BadRecord(f"payload is {type(payload).__name__}, expected an object")
+    if "__op" in payload or "__deleted" in payload or "__lsn" in payload:
+        return _parse_flattened(payload, schema, spec)
+    if "op" in payload:
+        return _parse_envelope(payload, schema, spec)
+    raise BadRecord("neither a Debezium envelope (no 'op') nor a flattened record (no '__op')")
+
+
+def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec: TableSpec):  # type: ignore[no-untyped-def]
+    op = payload.get("op")
+    if op == "m":
+        return skip("logical decoding message (op m)")
+    if op not in OPS:
+        raise BadRecord(f"unknown op {op!r}")
+    source = payload.get("source")
+    if not isinstance(source, dict):
+        raise BadRecord("no 'source' block: the event cannot be ordered")
+    commit_lsn, lsn = _positions(source)
+    ts_ms = _source_ts_ms(source)
+    if op == "t":
+        return Outcome("event", change=Change("t", commit_lsn, lsn, ts_ms, None, ()))
+    image_name = "before" if op == "d" else "after"
+    image = payload.get(image_name)
+    if not isinstance(image, dict):
+        if op == "d":
+            raise BadRecord("delete without a 'before' image: the deleted key is unknown")
+        raise BadRecord(f"op {op!r} without an 'after' image")
+    fields = _image_fields(schema, image_name)
+    row, columns, toast = _decode_image(image, fields, spec)
+    _check_key(row, toast, spec)
+    return Outcome("event", change=Change(op, commit_lsn, lsn, ts_ms, row, columns, toast))
+
+
+def _parse_flattened(payload: dict[str, Any], schema: dict[str, Any] | None, spec: TableSpec):  # type: ignore[no-untyped-def]
+    deleted = str(payload.get("__deleted", "false")).lower() == "true"
+    op = payload.get("__op")
+    if deleted:
+        op = "d"
+    if op == "m":
+        return skip("logical decoding message (op m)")
+    if op not in OPS - {"t"}:
+        raise BadRecord(f"unknown op {op!r} in flattened record")
+    if "__lsn" not in payload:
+        raise BadRecord("flattened record without __lsn: add.fields must include lsn")
+    lsn = _lsn(payload["__lsn"], "__lsn")
+    ts_ms = payload.get("__source_ts_ms")
+    image = {k: v for k, v in payload.items() if not k.startswith("__")}
+    fields = _fields_by_name(schema.get("fields")) if schema else {}
+    row, columns, toast = _decode_image(image, fields, spec)
+    _check_key(row, toast, spec)
+    ts = ts_ms if isinstance(ts_ms, int) and not isinstance(ts_ms, bool) else None
+    return Outcome("event", change=Change(op, lsn, lsn, ts, row, columns, toast))
+
+
+def _lsn(value: Any, where: str) -> int:
+    if isinstance(value, bool) or value is None:
+        raise BadRecord(f"{where} is {value!r}, not an LSN: the event cannot be ordered")
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if not isinstance(value, int):
+        raise BadRecord(f"{where} {value!r} is not an integer LSN")
+    if not 0 <= value <= MAX_LSN:
+        raise BadRecord(f"{where} {value} is outside the range of a PostgreSQL LSN")
+    return value
+
+
+def _positions(source: dict[str, Any]) -> tuple[int, int]:
+    """(commit LSN, change LSN): the per-key order; never the timestamps."""
+    if source.get("lsn") is None:
+        raise BadRecord("source.lsn is missing: the event cannot be ordered")
+    lsn = _lsn(source["lsn"], "source.lsn")
+    commit = lsn
+    sequence = source.get("sequence")
+    if sequence:
+        try:
+            parts = loads(sequence) if isinstance(sequence, str) else sequence
+        except ValueError as exc:
+            raise BadRecord(f"source.sequence {sequence!r} is not a JSON array") from exc
+        if not isinstance(parts, list) or len(parts) != 2:
+            raise BadRecord(f"source.sequence {sequence!r} is not [commitLsn, lsn]")
+        if parts[0] is not None:
+            commit = _lsn(parts[0], "source.sequence[0]")
+    return commit, lsn
+
+
+def _source_ts_ms(source: dict[str, Any]) -> int | None:
+    ts = source.get("ts_ms")
+    if isinstance(ts, int) and not isinstance(ts, bool):
+        return ts
+    legacy = source.get("ts_usec")  # Debezium 0.9
+    if isinstance(legacy, int) and not isinstance(legacy, bool):
+        return legacy // 1000
+    return None
+
+
+def _fields_by_name(fields: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(fields, list):
+        return {}
+    return {f["field"]: f for f in fields if isinstance(f, dict) and "field" in f}
+
+
+def _image_fields(schema: dict[str, Any] | None, image_name: str) -> dict[str, dict[str, Any]]:
+    if not schema:
+        return {}
+    for f in schema.get("fields") or ():
+        if isinstance(f, dict) and f.get("field") == image_name:
+            return _fields_by_name(f.get("fields"))
+    return {}
+
+
+def _check_key(row: dict[str, Any], toast: tuple[str, ...], spec: TableSpec) -> None:
+    for key in spec.primary_key:
+        if row.get(key) is None or key in toast:
+            raise BadRecord(f"key column {key!r} is missing or null")
+
+
+def _decode_image(
+    image: dict[str, Any], fields: dict[str, dict[str, Any]], spec: TableSpec
+) -> tuple[dict[str, Any], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    row: dict[str, Any] = {}
+    columns: list[tuple[str, str]] = []
+    toast: list[str] = []
+    for name, value in image.items():
+        if name in spec.exclude_columns:
+            continue
+        configured = spec.column_types.get(name)
+        schema_field = fields.get(name)
+        if schema_field is not None:
+            spark_type, decoder = schema_decoder(schema_field)
+            if configured == "string" and spark_type != "string":
+                spark_type, decoder = "string", _as_text(decoder)
+        elif configured is not None:
+            spark_type, decoder = configured, CONFIGURED_DECODERS.get(
+                _base_type(configured), _decode_string
+            )
+        else:
+            spark_type, decoder = _inferred(value), _decode_inferred
+        if isinstance(value, str) and value in UNAVAILABLE_FORMS:
+            toast.append(name)
+            row[name] = None
+        elif value is None:
+            row[name] = None
+        else:
+            try:
+                row[name] = decoder(value, spark_type)
+            except BadRecord as exc:
+                raise BadRecord(f"column {name!r}: {exc}") from None
+            except (ValueError, TypeError, ArithmeticError, binascii.Error) as exc:
+                raise BadRecord(
+                    f"column {name!r}: cannot decode {value!r} as {spark_type}: {exc}"
+                ) from None
+        columns.append((name, spark_type))
+    return row, tuple(columns), tuple(toast)
+
+
+# --- type mapping -------------------------------------------------------------------------------
+
+_PLAIN_TYPES = {
+    "int8": "smallint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "float": "float",
+    "float32": "float",
+    "double": "double",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "binary",
+}
+
+
+def schema_decoder(schema_field: dict[str, Any]) -> tuple[str, Any]:
+    """Spark type and value decoder for one field of a JsonConverter schema."""
+    name = schema_field.get("name")
+    kafka_type = schema_field.get("type")
+    params = schema_field.get("parameters") or {}
+    if name == "org.apache.kafka.connect.data.Decimal":
+        scale = int(params.get("scale", 0))
+        precision = int(params.get("connect.decimal.precision", 38))
+        if precision > 38 or scale > precision:
+            return "string", _decimal_text(_decode_decimal_bytes(scale))
+        return f"decimal({precision},{scale})", _decode_decimal_bytes(scale)
+    if name == "io.debezium.data.VariableScaleDecimal":
+        return VARIABLE_SCALE_DECIMAL, _decode_variable_scale
+    if name in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
+        return "date", _decode_int
+    if name in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
+        return "timestamp", _timestamp_from(1000)
+    if name == "io.debezium.time.MicroTimestamp":
+        return "timestamp", _timestamp_from(1)
+    if name == "io.debezium.time.NanoTimestamp":
+        return "timestamp", _timestamp_from(-1000)
+    if name == "io.debezium.time.ZonedTimestamp":
+        return "timestamp", _decode_iso_timestamp
+    if name in ("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"):
+        return "string", _time_from(1000)
+    if name == "io.debezium.time.MicroTime":
+        return "string", _time_from(1)
+    if name == "io.debezium.time.NanoTime":
+        return "string", _time_from(-1000)
+    if kafka_type in ("struct", "array", "map"):
+        return "string", _decode_nested
+    spark_type = _PLAIN_TYPES.get(str(kafka_type))
+    if spark_type is None:
+        raise BadRecord(f"unsupported schema type {kafka_type!r}")
+    return spark_type, PLAIN_DECODERS[spark_type]
+
+
+def _base_type(spark_type: str) -> str:
+    return "decimal" if spark_type.startswith("decimal") else spark_type
+
+
+def _inferred(value: Any) -> str:
+    if value is None:
+        return "void"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double"
+    return "string"
+
+
+# --- value decoders: (value, spark_type) -> canonical JSON value --------------------------------
+
+
+def _decode_int(value: Any, _: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRecord(f"expected an integer, got {value!r}")
+    return value
+
+
+def _decode_float(value: Any, _: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+            return float(value)
+        raise BadRecord(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _decode_bool(value: Any, _: str) -> bool:
+    if not isinstance(value, bool):
+        raise BadRecord(f"expected a boolean, got {value!r}")
+    return value
+
+
+def _decode_string(value: Any, _: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        return dumps(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _decode_binary(value: Any, _: str) -> str:
+    if not isinstance(value, str):
+        raise BadRecord(f"expected base64 text for binary, got {value!r}")
+    base64.b64decode(value, validate=True)
+    return value
+
+
+def _decode_nested(value: Any, _: str) -> str:
+    return value if isinstance(value, str) else dumps(value)
+
+
+def _decode_inferred(value: Any, spark_type: str) -> Any:
+    return _decode_nested(value, spark_type) if isinstance(value, dict | list) else value
+
+
+def _check_decimal(number: Decimal, spark_type: str) -> str:
+    match = _DECIMAL_TYPE.match(spark_type)
+    if match is None:
+        return format(number, "f")
+    precision, scale = int(match.group(1)), int(match.group(2))
+    try:
+        quantized = number.quantize(Decimal(1).scaleb(-scale))
+    except InvalidOperation:
+        quantized = None
+    if quantized is None or quantized != number:
+        raise BadRecord(f"{number} has more than {scale} fractional digits for {spark_type}")
+    integer_digits = 0 if quantized.is_zero() else max(quantized.adjusted() + 1, 0)
+    if integer_digits > precision - scale:
+        hint = " (set column_types: {column: string} to keep it as text)"
+        raise BadRecord(f"{number} does not fit {spark_type}{hint}")
+    return format(quantized, "f")
+
+
+def _unscaled(text: str) -> int:
+    raw = base64.b64decode(text, validate=True)
+    return int.from_bytes(raw, "big", signed=True) if raw else 0
+
+
+def _decode_decimal_bytes(scale: int):  # type: ignore[no-untyped-def]
+    def decode(value: Any, spark_type: str) -> str:
+        if isinstance(value, int | float) and not isinstance(value, bool):  # decimal.handling=double
+            return _check_decimal(Decimal(str(value)), spark_type)
+        if not isinstance(value, str):
+            raise BadRecord(f"expected base64 decimal bytes, got {value!r}")
+        return _check_decimal(Decimal(_unscaled(value)).scaleb(-scale), spark_type)
+
+    return decode
+
+
+def _decimal_text(decoder):  # type: ignore[no-untyped-def]
+    def decode(value: Any, _: str) -> str:
+        return str(decoder(value, "string"))
+
+    return decode
+
+
+def _as_text(decoder):  # type: ignore[no-untyped-def]
+    """A schema'd value kept as text because config asks for a string column."""
+
+    def decode(value: Any, _: str) -> str:
+        decoded = decoder(value, "string")
+        return decoded if isinstance(decoded, str) else dumps(decoded)
+
+    return decode
+
+
+def _decode_variable_scale(value: Any, spark_type: str) -> str:
+    if not isinstance(value, dict) or "value" not in value:
+        raise BadRecord(f"expected {{scale, value}} for VariableScaleDecimal, got {value!r}")
+    number = Decimal(_unscaled(value["value"])).scaleb(-int(value.get("scale") or 0))
+    return _check_decimal(number, spark_type)
+
+
+def _decode_decimal_configured(value: Any, spark_type: str) -> str:
+    if isinstance(value, dict):
+        return _decode_variable_scale(value, spark_type)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _check_decimal(Decimal(str(value)), spark_type)
+    if isinstance(value, str):
+        if _NUMBER.match(value):
+            return _check_decimal(Decimal(value), spark_type)
+        match = _DECIMAL_TYPE.match(spark_type)
+        scale = int(match.group(2)) if match else 0
+        return _check_decimal(Decimal(_unscaled(value)).scaleb(-scale), spark_type)
+    raise BadRecord(f"expected a decimal, got {value!r}")
+
+
+def _micros_in_range(micros: int) -> int:
+    if not _MIN_MICROS <= micros <= _MAX_MICROS:
+        raise BadRecord(f"timestamp {micros} µs is outside years 1-9999")
+    return micros
+
+
+def _timestamp_from(micros_per_unit: int):  # type: ignore[no-untyped-def]
+    """Integer epoch timestamps; a negative factor divides (nanoseconds)."""
+
+    def decode(value: Any, _: str) -> int:
+        number = _decode_int(value, "")
+        if micros_per_unit > 0:
+            return _micros_in_range(number * micros_per_unit)
+        return _micros_in_range(number // -micros_per_unit)
+
+    return decode
+
+
+def _decode_iso_timestamp(value: Any, _: str) -> int:
+    if not isinstance(value, str):
+        raise BadRecord(f"expected an ISO-8601 timestamp, got {value!r}")
+    text = value.strip().replace(" ", "T", 1)
+    match = re.match(r"^(.*?\.\d{6})\d+(.*)$", text)  # nanoseconds: keep microseconds
+    if match:
+        text = match.group(1) + match.group(2)
+    parsed = dt.datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return _micros_in_range((parsed - _EPOCH) // dt.timedelta(microseconds=1))
+
+
+def _decode_configured_timestamp(value: Any, spark_type: str) -> int:
+    if isinstance(value, str):
+        return _decode_iso_timestamp(value, spark_type)
+    number = _decode_int(value, "")
+    return _micros_in_range(number if abs(number) >= MICROS_THRESHOLD else number * 1000)
+
+
+def _decode_configured_date(value: Any, _: str) -> int:
+    if isinstance(value, str):
+        return (dt.date.fromisoformat(value[:10]) - _EPOCH_DATE).days
+    return _decode_int(value, "")
+
+
+def _time_from(micros_per_unit: int):  # type: ignore[no-untyped-def]
+    def decode(value: Any, _: str) -> str:
+        number = _decode_int(value, "")
+        micros = number * micros_per_unit if micros_per_unit > 0 else number // -micros_per_unit
+        return format_time(micros)
+
+    return decode
+
+
+def format_time(micros: int) -> str:
+    if not 0 <= micros <= 86_400_000_000:
+        raise BadRecord(f"time of day {micros} µs is outside 00:00-24:00")
+    seconds, fraction = divmod(micros, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{fraction:06d}"
+
+
+PLAIN_DECODERS = {
+    "smallint": _decode_int,
+    "int": _decode_int,
+    "bigint": _decode_int,
+    "float": _decode_float,
+    "double": _decode_float,
+    "boolean": _decode_bool,
+    "string": _decode_string,
+    "binary": _decode_binary,
+}
+CONFIGURED_DECODERS = {
+    **PLAIN_DECODERS,
+    "decimal": _decode_decimal_configured,
+    "date": _decode_configured_date,
+    "timestamp": _decode_configured_timestamp,
+}

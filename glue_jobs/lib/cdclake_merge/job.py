@@ -1,0 +1,266 @@
+"""One merge run: new change files in, one atomic commit out (or nothing at all).
+
+Shared by the ``cdclake merge`` CLI and the Glue entry script; they differ only
+in how the SparkSession, the filesystem and the sink are made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdclake_merge.debezium import TableSpec
+from cdclake_merge.schema import Column, SchemaChangeError, unify
+from cdclake_merge.snapshot_table import TableState
+from cdclake_merge.storage import FileSystem, is_input, join
+from cdclake_merge.transforms import (
+    DELETED,
+    METADATA_COLUMNS,
+    TOAST,
+    align,
+    apply_changes,
+    decode_events,
+    drop_truncated,
+    empty_state,
+    fill_toast,
+    fresh_events,
+    latest_per_key,
+    parse_lines,
+    run_counts,
+    split_lines,
+    truncate_order,
+)
+
+DEFAULT_MAX_BAD_FRACTION = 0.01
+ABORT_ENV = "CDCLAKE_ABORT_AT"  # test hook: SIGKILL this process at a named stage
+STAGES = ("read", "fold", "write", "commit", "committed")
+
+
+class MergeError(RuntimeError):
+    """A run that stopped before committing; the message is the one-line reason."""
+
+
+class TooManyBadRecords(MergeError):
+    pass
+
+
+class Sink(Protocol):
+    def load(self) -> TableState: ...
+    def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
+    def clean_uncommitted(self, state: TableState) -> None: ...
+    def commit(
+        self,
+        spark: SparkSession,
+        *,
+        previous: TableState,
+        new_state: DataFrame | None,
+        columns: Sequence[Column],
+        key: Sequence[str],
+        truncated_before: str | None,
+        applied_files: frozenset[str],
+        quarantine: DataFrame | None,
+        run: dict[str, Any],
+        hook: Callable[[str], None] = ...,
+    ) -> TableState: ...
+
+    @property
+    def quarantine_root(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class MergeOptions:
+    table: str
+    key: tuple[str, ...]
+    changes: str
+    column_types: dict[str, str] = field(default_factory=dict)
+    exclude_columns: frozenset[str] = frozenset()
+    max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
+
+    @property
+    def spec(self) -> TableSpec:
+        return TableSpec(self.key, dict(self.column_types), frozenset(self.exclude_columns))
+
+
+@dataclass
+class RunResult:
+    table: str
+    version: int
+    files_applied: int = 0
+    lines: int = 0
+    events_read: int = 0
+    applied: int = 0
+    upserts: int = 0
+    deletes: int = 0
+    truncates: int = 0
+    stale_skipped: int = 0
+    skipped: int = 0
+    quarantined: int = 0
+    toast_unresolved: int = 0
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    committed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def abort_hook(stage: str) -> None:
+    """Where a test asks for it, die here as a killed Glue worker would: no cleanup at all."""
+    if os.environ.get(ABORT_ENV) == stage:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def relative(root: str, path: str) -> str:
+    root_norm = root.rstrip("/")
+    for prefix in (root_norm, "file:" + root_norm, "file://" + root_norm):
+        if path.startswith(prefix + "/"):
+            return path[len(prefix) + 1 :]
+    return path
+
+
+def pending_files(fs: FileSystem, changes: str, applied: frozenset[str]) -> list[str]:
+    """Change files under ``changes`` that no commit has applied yet (none are opened)."""
+    return [
+        path
+        for path in fs.list_files(changes)
+        if is_input(path) and relative(changes, path) not in applied
+    ]
+
+
+def _ordered_signatures(meta_rows: list[str]) -> tuple[list[list[Column]], list[str]]:
+    signatures: set[tuple[Column, ...]] = set()
+    toast: set[str] = set()
+    for text in meta_rows:
+        meta = json.loads(text)
+        signatures.update(tuple((n, t) for n, t in sig) for sig in meta["signatures"])
+        toast.update(meta["toast"])
+    ordered = sorted(signatures, key=lambda s: (-len(s), json.dumps(s)))
+    return [list(s) for s in ordered], sorted(toast)
+
+
+def run_merge(
+    spark_factory: Callable[[], SparkSession],
+    fs: FileSystem,
+    sink: Sink,
+    options: MergeOptions,
+    *,
+    progress: Callable[[str], None] = lambda stage: None,
+) -> RunResult:
+    previous = sink.load()
+    new_files = pending_files(fs, options.changes, previous.applied_files)
+    result = RunResult(table=options.table, version=previous.version)
+    if not new_files:
+        return result
+    spark = spark_factory()
+    sink.clean_uncommitted(previous)
+    result.files_applied = len(new_files)
+
+    progress("read")
+    raw = spark.read.text(new_files, wholetext=True).select(
+        F.input_file_name().alias("path"), "value"
+    )
+    parsed = parse_lines(split_lines(raw), options.spec).persist()
+    _count(result, run_counts(parsed).collect())
+    abort_hook("read")
+    total = result.events_read + result.quarantined
+    if total and result.quarantined / total > options.max_bad_fraction:
+        failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
+        _quarantine(parsed).coalesce(1).write.mode("overwrite").json(failed_at)
+        parsed.unpersist()
+        raise TooManyBadRecords(
+            f"{result.quarantined} of {total} lines of {options.table} could not be applied "
+            f"({result.quarantined / total:.2%} > max_bad_fraction {options.max_bad_fraction:.2%}); "
+            f"nothing committed; the bad lines are in {failed_at}"
+        )
+
+    progress("fold")
+    meta_rows = [r.row_json for r in parsed.where(F.col("kind") == "schema").collect()]
+    signatures, toast = _ordered_signatures(meta_rows)
+    try:
+        columns = unify(options.table, previous.columns, *signatures)
+    except SchemaChangeError as exc:
+        parsed.unpersist()
+        raise MergeError(str(exc)) from None
+    missing_key = [k for k in options.key if k not in dict(columns)]
+    if columns and missing_key:
+        raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
+
+    run_truncate = parsed.transform(truncate_order).first()["order"]
+    truncated_before = max(filter(None, (previous.truncated_before, run_truncate)), default=None)
+
+    new_state = None
+    if columns:
+        stored = sink.read_state(spark, previous)
+        state = (
+            align(stored, columns, [*METADATA_COLUMNS, DELETED])
+            if stored is not None
+            else empty_state(spark, columns)
+        )
+        state = drop_truncated(state, truncated_before)
+        events = drop_truncated(decode_events(parsed, columns), truncated_before)
+        fresh = fresh_events(events, state, options.key)
+        latest = latest_per_key(fresh, options.key, columns, toast)
+        latest = fill_toast(latest, state, options.key, toast).persist()
+        for row in latest.groupBy(
+            "_cdc_op", F.size(TOAST) > 0
+        ).agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events")).collect():
+            op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
+            result.applied += int(events_n)
+            if op == "d":
+                result.deletes += int(keys)
+            else:
+                result.upserts += int(keys)
+            if unresolved:
+                result.toast_unresolved += int(keys)
+        new_state = apply_changes(state, latest.drop(TOAST, "_events"), options.key, columns)
+        abort_hook("fold")
+    result.stale_skipped = result.events_read - result.truncates - result.applied
+
+    progress("write")
+    applied = previous.applied_files | {relative(options.changes, p) for p in new_files}
+    committed = sink.commit(
+        spark,
+        previous=previous,
+        new_state=new_state,
+        columns=columns,
+        key=options.key,
+        truncated_before=truncated_before,
+        applied_files=frozenset(applied),
+        quarantine=_quarantine(parsed) if result.quarantined else None,
+        run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
+        hook=abort_hook,
+    )
+    parsed.unpersist()
+    result.version = committed.version
+    result.committed = True
+    return result
+
+
+def _quarantine(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col("kind") == "bad").select(
+        F.col("file").alias("source_file"), "line", "reason", "raw"
+    )
+
+
+def _count(result: RunResult, rows: list[Any]) -> None:
+    for row in rows:
+        kind, op, reason, count = row["kind"], row["op"], row["reason"], int(row["count"])
+        result.lines += count
+        if kind == "event":
+            result.events_read += count
+            if op == "t":
+                result.truncates += count
+        elif kind == "skip":
+            result.skipped += count
+            result.skipped_reasons[reason] = result.skipped_reasons.get(reason, 0) + count
+        else:
+            result.quarantined += count
+            short = reason.split(":", 1)[0] if reason else "unknown"
+            result.quarantine_reasons[short] = result.quarantine_reasons.get(short, 0) + count

@@ -1,0 +1,164 @@
+"""Minimal file access for manifests and input listing: local disk or any Hadoop filesystem.
+
+The local implementation needs no Spark, so a run with nothing new to apply
+finishes before a JVM would have started. The Hadoop one (through Spark's JVM)
+serves ``s3://`` on Glue.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+INPUT_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz")
+
+
+class FileSystem(Protocol):
+    def list_files(self, root: str) -> Iterator[str]: ...
+    def read_text(self, path: str) -> str: ...
+    def write_text(self, path: str, text: str) -> None: ...
+    def create_exclusive(self, path: str, text: str) -> None: ...
+    def exists(self, path: str) -> bool: ...
+    def list_dir(self, path: str) -> list[str]: ...
+    def delete(self, path: str) -> None: ...
+    def mkdirs(self, path: str) -> None: ...
+
+
+def join(root: str, *parts: str) -> str:
+    return "/".join([root.rstrip("/"), *[p.strip("/") for p in parts]])
+
+
+def is_input(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return not name.startswith((".", "_")) and name.endswith(INPUT_SUFFIXES)
+
+
+class LocalFileSystem:
+    def list_files(self, root: str) -> Iterator[str]:
+        base = Path(root)
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+            for name in sorted(filenames):
+                yield str(Path(dirpath, name))
+
+    def read_text(self, path: str) -> str:
+        return Path(path).read_text()
+
+    def write_text(self, path: str, text: str) -> None:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+
+    def create_exclusive(self, path: str, text: str) -> None:
+        """Atomic and exclusive: the file appears whole or not at all, and only once."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, target)
+        finally:
+            tmp.unlink()
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
+
+    def list_dir(self, path: str) -> list[str]:
+        p = Path(path)
+        return sorted(child.name for child in p.iterdir()) if p.is_dir() else []
+
+    def delete(self, path: str) -> None:
+        import shutil
+
+        p = Path(path)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists():
+            p.unlink()
+
+    def mkdirs(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+
+class HadoopFileSystem:
+    """Through the JVM's Hadoop FileSystem: s3://, hdfs://, file:// alike."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, path: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def _fs(self, path: str) -> Any:
+        return self._path(path).getFileSystem(self._conf)
+
+    def list_files(self, root: str) -> Iterator[str]:
+        fs = self._fs(root)
+        if not fs.exists(self._path(root)):
+            return
+        iterator = fs.listFiles(self._path(root), True)
+        while iterator.hasNext():
+            status = iterator.next()
+            yield str(status.getPath().toString())
+
+    def read_text(self, path: str) -> str:
+        fs = self._fs(path)
+        stream = fs.open(self._path(path))
+        try:
+            reader = self._jvm.java.io.BufferedReader(
+                self._jvm.java.io.InputStreamReader(stream, "UTF-8")
+            )
+            return "\n".join(iter(reader.readLine, None))
+        finally:
+            stream.close()
+
+    def _write(self, path: str, text: str, overwrite: bool) -> None:
+        stream = self._fs(path).create(self._path(path), overwrite)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        self._write(path, text, True)
+
+    def create_exclusive(self, path: str, text: str) -> None:
+        if self.exists(path):
+            raise FileExistsError(path)
+        self._write(path, text, False)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs(path).exists(self._path(path)))
+
+    def list_dir(self, path: str) -> list[str]:
+        fs = self._fs(path)
+        if not fs.exists(self._path(path)):
+            return []
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(self._path(path)))
+
+    def delete(self, path: str) -> None:
+        self._fs(path).delete(self._path(path), True)
+
+    def mkdirs(self, path: str) -> None:
+        self._fs(path).mkdirs(self._path(path))
+
+
+def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:
+    if "://" not in path or path.startswith("file://"):
+        return LocalFileSystem()
+    if spark is None:
+        raise ValueError(f"{path} needs a SparkSession for its Hadoop filesystem")
+    return HadoopFileSystem(spark)
+
+
+def local_path(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path

@@ -1,0 +1,278 @@
+"""Pure DataFrame → DataFrame transforms of the merge: parse, decode, fold, apply.
+
+Nothing here reads or writes storage or triggers a Spark action; the entry points
+(:mod:`cdclake_merge.job`, ``glue_jobs/merge_job.py``) do that. Each function's
+docstring names the CDC rule it implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdclake_merge.debezium import TableSpec, dumps, parse_line
+from cdclake_merge.schema import Column as ColumnDef
+from cdclake_merge.schema import decode_sql, raw_ddl
+
+# Metadata columns kept in the lake table so users can audit every row.
+ORDER = "_cdc_order"  # zero-padded commit LSN + change LSN: the per-key order, a string
+LSN = "_cdc_lsn"  # the change's own LSN
+OP = "_cdc_op"  # c, u, r (live rows) or d (tombstones)
+SOURCE_TS = "_cdc_source_ts"  # commit time in the source database, UTC
+DELETED = "_cdc_deleted"  # internal: marks tombstones in the state
+TOAST = "_cdc_toast"  # internal: columns that carried the unavailable-value placeholder
+METADATA_COLUMNS = (ORDER, LSN, OP, SOURCE_TS)
+
+PARSED_DDL = (
+    "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
+    "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string"
+)
+_PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
+
+
+def order_key(commit_lsn: int, lsn: int) -> str:
+    return f"{commit_lsn:020d}{lsn:020d}"
+
+
+def split_lines(files: DataFrame) -> DataFrame:
+    """Whole files (``path``, ``value``) → one row per line with its 1-based number.
+
+    A final newline ends the last line; it does not start an empty one.
+    """
+    exploded = files.select(
+        "path", F.posexplode(F.split("value", "\n", -1)).alias("pos", "text"), "value"
+    )
+    last_empty = (F.col("text") == "") & F.col("value").endswith("\n")
+    last_empty = last_empty & (F.col("pos") == F.size(F.split("value", "\n", -1)) - 1)
+    return exploded.where(~last_empty).select(
+        F.col("path").alias("file"), (F.col("pos") + 1).cast("bigint").alias("line"), "text"
+    )
+
+
+def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
+    """Lines → parsed outcomes (``PARSED_DDL``): one row per line, plus ``schema`` rows.
+
+    Every line becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason
+    and the raw text, for the quarantine). Each Python worker also emits one
+    ``schema`` row per partition listing the distinct column signatures and TOAST
+    columns it saw, which the driver unifies into the table schema.
+    """
+
+    def parse_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        text, long = pa.string(), pa.int64()
+        arrow_schema = pa.schema(
+            [
+                ("kind", text), ("file", text), ("line", long), ("op", text), ("order", text),
+                ("lsn", long), ("source_ts_ms", long), ("row_json", text),
+                ("toast", pa.list_(text)), ("reason", text), ("raw", text),
+            ]
+        )
+
+        signatures: set[tuple[tuple[str, str], ...]] = set()
+        toast_seen: set[str] = set()
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in _PARSED_NAMES}
+            files = batch.column("file").to_pylist()
+            numbers = batch.column("line").to_pylist()
+            texts = batch.column("text").to_pylist()
+            for file, number, text in zip(files, numbers, texts, strict=True):
+                outcome = parse_line(text or "", spec)
+                change = outcome.change
+                out["kind"].append(outcome.kind)
+                out["file"].append(file)
+                out["line"].append(number)
+                out["reason"].append(outcome.reason)
+                out["raw"].append(text if outcome.kind == "bad" else None)
+                if change is None:
+                    for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
+                        out[name].append(None)
+                    continue
+                signatures.add(change.columns)
+                toast_seen.update(change.toast_columns)
+                out["op"].append(change.op)
+                out["order"].append(order_key(change.commit_lsn, change.lsn))
+                out["lsn"].append(change.lsn)
+                out["source_ts_ms"].append(change.source_ts_ms)
+                out["row_json"].append(None if change.row is None else dumps(change.row))
+                out["toast"].append(list(change.toast_columns))
+            yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
+        if signatures or toast_seen:
+            meta = {"signatures": [list(s) for s in signatures], "toast": sorted(toast_seen)}
+            row = {name: [None] for name in _PARSED_NAMES}
+            row["kind"] = ["schema"]
+            row["row_json"] = [dumps(meta)]
+            yield pa.RecordBatch.from_pydict(row, schema=arrow_schema)
+
+    return lines.mapInArrow(parse_batches, PARSED_DDL)
+
+
+def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
+    """Parsed row/change events → typed columns plus the metadata columns.
+
+    Columns absent from an event (added later, or dropped by then) are null.
+    Truncates are excluded here; see :func:`truncate_order`.
+    """
+    events = parsed.where((F.col("kind") == "event") & (F.col("op") != "t"))
+    with_row = events.select(
+        F.from_json("row_json", raw_ddl(columns)).alias("r"),
+        F.col("order").alias(ORDER),
+        F.col("lsn").alias(LSN),
+        F.col("op").alias(OP),
+        F.timestamp_millis("source_ts_ms").alias(SOURCE_TS),
+        F.coalesce("toast", F.array().cast("array<string>")).alias(TOAST),
+    )
+    return with_row.select(
+        *[
+            F.expr(decode_sql(name, t, f"r.`{name}`")).cast(t).alias(name)
+            for name, t in columns
+        ],
+        *METADATA_COLUMNS,
+        TOAST,
+    )
+
+
+def truncate_order(parsed: DataFrame) -> DataFrame:
+    """The newest truncate of the run: one row, ``order`` null when there is none."""
+    return parsed.where((F.col("kind") == "event") & (F.col("op") == "t")).agg(
+        F.max("order").alias("order")
+    )
+
+
+def drop_truncated(frame: DataFrame, truncated_before: str | None) -> DataFrame:
+    """Rule: a truncate removes every row whose last change precedes it, across runs."""
+    if truncated_before is None:
+        return frame
+    return frame.where(F.col(ORDER) > F.lit(truncated_before))
+
+
+def fresh_events(events: DataFrame, state: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Rule: an event not newer than what the table holds for its key changes nothing.
+
+    Covers redelivered duplicates (same order) and late older events, against live
+    rows and tombstones of deleted keys alike.
+    """
+    held = state.select(*key, F.col(ORDER).alias("_held"))
+    joined = events.join(held, list(key), "left")
+    return joined.where(F.col("_held").isNull() | (F.col(ORDER) > F.col("_held"))).drop("_held")
+
+
+def latest_per_key(
+    events: DataFrame, key: Sequence[str], columns: Sequence[ColumnDef], toast: Sequence[str]
+) -> DataFrame:
+    """Rule: per key, the change with the highest (commit LSN, LSN) wins; never ``ts_ms``.
+
+    One hash aggregation (``max`` over a struct led by the order) instead of a
+    sorted window. Ties are identical redeliveries; the full struct makes the pick
+    deterministic anyway. ``_events`` counts the changes folded into each key. For
+    each TOAST-able column the newest real value in the run is kept alongside, for
+    :func:`fill_toast`.
+    """
+    value_columns = [name for name, _ in columns if name not in key]
+    last = F.max(F.struct(ORDER, OP, LSN, SOURCE_TS, TOAST, *value_columns)).alias("_last")
+    fills = [
+        F.max(
+            F.when(
+                (F.col(OP) != "d") & ~F.array_contains(TOAST, name),
+                F.struct(F.col(ORDER).alias("o"), F.col(name).alias("v")),
+            )
+        ).alias(f"_fill_{i}")
+        for i, name in enumerate(toast)
+    ]
+    folded = events.groupBy(*key).agg(last, F.count(F.lit(1)).alias("_events"), *fills)
+    return folded.select(
+        *key,
+        *[F.col(f"_last.{name}").alias(name) for name in value_columns],
+        *[F.col(f"_last.{name}").alias(name) for name in (*METADATA_COLUMNS, TOAST)],
+        "_events",
+        *[f"_fill_{i}" for i in range(len(toast))],
+    )
+
+
+def fill_toast(
+    latest: DataFrame, state: DataFrame, key: Sequence[str], toast: Sequence[str]
+) -> DataFrame:
+    """Rule: a column carrying ``__debezium_unavailable_value`` keeps its previous value.
+
+    The previous value is the newest real value earlier in this run, else the
+    table's current value. Where neither exists the column is null and the row is
+    flagged in ``_cdc_toast`` for the run's counts.
+    """
+    if not toast:
+        return latest.withColumn(TOAST, F.array().cast("array<string>"))
+    previous = state.where(~F.col(DELETED)).select(
+        *key, *[F.col(name).alias(f"_prev_{i}") for i, name in enumerate(toast)]
+    )
+    joined = latest.join(previous, list(key), "left")
+    unresolved: list[Column] = []
+    for i, name in enumerate(toast):
+        placeholder = F.array_contains(TOAST, name)
+        from_run = F.col(f"_fill_{i}")
+        value = F.when(
+            placeholder,
+            F.when(from_run.isNotNull(), from_run["v"]).otherwise(F.col(f"_prev_{i}")),
+        ).otherwise(F.col(name))
+        joined = joined.withColumn(name, value)
+        unresolved.append(
+            F.when(
+                placeholder & from_run.isNull() & F.col(f"_prev_{i}").isNull(), F.lit(name)
+            )
+        )
+    drop = [f"_fill_{i}" for i in range(len(toast))] + [f"_prev_{i}" for i in range(len(toast))]
+    return joined.withColumn(TOAST, F.filter(F.array(*unresolved), lambda c: c.isNotNull())).drop(
+        *drop
+    )
+
+
+def apply_changes(
+    state: DataFrame, latest: DataFrame, key: Sequence[str], columns: Sequence[ColumnDef]
+) -> DataFrame:
+    """Rules: ``c``/``u``/``r`` upsert the row; ``d`` deletes the key (kept as a tombstone).
+
+    ``state`` and the result share one layout: every column, the metadata columns
+    and ``_cdc_deleted``. Tombstones keep only the key and the order, so a late
+    older change can never bring a deleted row back.
+    """
+    names = [name for name, _ in columns]
+    is_delete = F.col(OP) == "d"
+    changed = latest.select(
+        *[
+            name if name in key else F.when(is_delete, F.lit(None)).otherwise(F.col(name)).alias(name)
+            for name in names
+        ],
+        *METADATA_COLUMNS,
+        is_delete.alias(DELETED),
+    )
+    unchanged = state.join(latest.select(*key), list(key), "left_anti")
+    return unchanged.select(*names, *METADATA_COLUMNS, DELETED).unionByName(changed)
+
+
+def align(frame: DataFrame, columns: Sequence[ColumnDef], extra: Sequence[str] = ()) -> DataFrame:
+    """Cast/extend a stored table to the run's unified columns (added columns are null)."""
+    present = set(frame.columns)
+    return frame.select(
+        *[
+            (F.col(f"`{name}`") if name in present else F.lit(None)).cast(t).alias(name)
+            for name, t in columns
+        ],
+        *[F.col(name) for name in extra if name in present],
+    )
+
+
+def empty_state(spark: Any, columns: Sequence[ColumnDef]) -> DataFrame:
+    ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
+    meta = f"{ORDER} string, {LSN} bigint, {OP} string, {SOURCE_TS} timestamp, {DELETED} boolean"
+    return spark.createDataFrame([], f"{ddl}, {meta}")
+
+
+def run_counts(parsed: DataFrame) -> DataFrame:
+    """Counts per outcome: events by op, skips and quarantined lines by reason."""
+    return (
+        parsed.where(F.col("kind") != "schema")
+        .groupBy("kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason")
+        .count()
+    )
