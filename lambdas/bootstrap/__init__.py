@@ -1,0 +1,1 @@
+"""Replication bootstrap custom resource: role, grants, CDC tables, publication."""

@@ -1,0 +1,184 @@
+"""CDK Provider-framework handler for the replication bootstrap custom resource.
+
+``on_event`` dispatches to plain ``create``/``update``/``delete`` functions that tests call
+directly with their own ``read_secret`` and ``connect``. The SQL lives in :mod:`sql`.
+
+Resource properties: ``Spec`` (JSON of :class:`sql.BootstrapSpec`), ``Database``,
+``MasterSecretArn`` and ``ReplicationSecretArn``. Passwords are read from Secrets Manager at
+run time and never logged or returned.
+
+A direct invocation with ``{"RequestType": "Reconcile"}`` re-runs the bootstrap with the
+properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the application's
+migrations created a table the first run reported as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from pg8000.native import Connection, DatabaseError, InterfaceError
+
+from lambdas.bootstrap.sql import BootstrapSpec, bootstrap, teardown
+
+LOG = logging.getLogger()
+LOG.setLevel(logging.INFO)
+
+SecretReader = Callable[[str], dict[str, Any]]
+# (secret JSON, database name) -> open connection
+Connector = Callable[[dict[str, Any], str], Connection]
+
+
+def read_secret(arn: str) -> dict[str, Any]:
+    """The AWSCURRENT JSON of a Secrets Manager secret."""
+    import boto3  # in the Lambda runtime; imported lazily so tests need no AWS config
+
+    value = boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+    return dict(json.loads(value))
+
+
+def _tls_context() -> ssl.SSLContext:
+    """TLS to Aurora. The RDS CA is not in the public trust store: verify when a bundle ships
+    beside the handler (``rds-ca-bundle.pem``), otherwise encrypt without verifying the peer
+    (the connection never leaves the VPC)."""
+    bundle = os.path.join(os.path.dirname(__file__), "rds-ca-bundle.pem")
+    if os.path.exists(bundle):
+        return ssl.create_default_context(cafile=bundle)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def connect(secret: dict[str, Any], database: str) -> Connection:
+    """Open a TLS connection with the credentials and endpoint of a secret."""
+    return Connection(
+        user=secret["username"],
+        password=secret["password"],
+        host=secret["host"],
+        port=int(secret.get("port", 5432)),
+        database=database,
+        ssl_context=_tls_context(),
+        timeout=30,
+    )
+
+
+def _can_login(secret: dict[str, Any], database: str, connect: Connector) -> bool:
+    try:
+        connect(secret, database).close()
+    except (InterfaceError, DatabaseError) as exc:
+        LOG.info("replication user cannot log in with its secret yet (%s)", type(exc).__name__)
+        return False
+    return True
+
+
+def _physical_id(props: dict[str, Any]) -> str:
+    return f"{props['Database']}/{json.loads(props['Spec'])['publication']}"
+
+
+def _run(
+    props: dict[str, Any],
+    *,
+    removed_tables: list[str],
+    read_secret: SecretReader,
+    connect: Connector,
+) -> dict[str, Any]:
+    spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
+    database = props["Database"]
+    master = read_secret(props["MasterSecretArn"])
+    replication = read_secret(props["ReplicationSecretArn"])
+    login = {**master, "username": spec.replication_user, "password": replication["password"]}
+    works = _can_login(login, database, connect)
+    conn = connect(master, database)
+    try:
+        result = bootstrap(
+            conn,
+            spec,
+            password=replication["password"],
+            password_works=works,
+            removed_tables=removed_tables,
+        )
+    finally:
+        conn.close()
+    LOG.info(
+        "bootstrap done: role_created=%s password_set=%s publication_changed=%s "
+        "published=%s missing=%s replica_identity_changed=%s",
+        result.role_created,
+        result.password_set,
+        result.publication_changed,
+        result.published_tables,
+        result.missing_tables,
+        result.replica_identity_changed,
+    )
+    return {
+        "PhysicalResourceId": _physical_id(props),
+        "Data": {
+            "Publication": spec.publication,
+            "PublishedTables": ",".join(result.published_tables),
+            "MissingTables": ",".join(result.missing_tables),
+        },
+    }
+
+
+def create(
+    props: dict[str, Any],
+    *,
+    read_secret: SecretReader = read_secret,
+    connect: Connector = connect,
+) -> dict[str, Any]:
+    return _run(props, removed_tables=[], read_secret=read_secret, connect=connect)
+
+
+def update(
+    props: dict[str, Any],
+    old_props: dict[str, Any],
+    *,
+    read_secret: SecretReader = read_secret,
+    connect: Connector = connect,
+) -> dict[str, Any]:
+    """Same as create, and SELECT is revoked on tables that left the configuration."""
+    new = {t["name"] for t in json.loads(props["Spec"])["tables"]}
+    old = [t["name"] for t in json.loads(old_props.get("Spec", '{"tables": []}'))["tables"]]
+    removed = [name for name in old if name not in new]
+    return _run(props, removed_tables=removed, read_secret=read_secret, connect=connect)
+
+
+def delete(
+    props: dict[str, Any],
+    physical_id: str,
+    *,
+    read_secret: SecretReader = read_secret,
+    connect: Connector = connect,
+) -> dict[str, Any]:
+    """Keep data objects unless the spec says ``drop_objects_on_delete``."""
+    spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
+    if not spec.drop_objects_on_delete:
+        LOG.info("delete: keeping publication, CDC tables and role (drop_objects_on_delete off)")
+        return {"PhysicalResourceId": physical_id}
+    conn = connect(read_secret(props["MasterSecretArn"]), props["Database"])
+    try:
+        dropped = teardown(conn, spec)
+    finally:
+        conn.close()
+    LOG.info("delete: dropped %s", dropped)
+    return {"PhysicalResourceId": physical_id}
+
+
+def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Provider-framework entry point (the framework talks to CloudFormation)."""
+    request = event["RequestType"]
+    LOG.info("request %s", request)  # never the event: it carries secret ARNs only, but be terse
+    if request == "Create":
+        return create(event["ResourceProperties"])
+    if request == "Update":
+        return update(event["ResourceProperties"], event.get("OldResourceProperties", {}))
+    if request == "Delete":
+        return delete(event["ResourceProperties"], event["PhysicalResourceId"])
+    if request == "Reconcile":
+        props = json.loads(os.environ["BOOTSTRAP_PROPERTIES"])
+        return create(props)
+    raise ValueError(f"unknown request type {request!r}")

@@ -1,0 +1,323 @@
+"""Replication bootstrap as plain SQL functions over a pg8000 connection.
+
+Every function is idempotent: it reads the catalog first and only changes what differs, so
+running the bootstrap on every deploy is safe and a second run changes nothing. Nothing here
+logs or returns a password.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pg8000.native import Connection, identifier, literal
+
+LOG = logging.getLogger(__name__)
+
+ReplicaIdentity = Literal["DEFAULT", "FULL"]
+_IDENTITY_CODE = {"DEFAULT": "d", "FULL": "f"}
+
+# Debezium's signal table layout (id, type, data), see its "signaling data collection" docs.
+SIGNAL_TABLE_COLUMNS = "id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048)"
+# One row per connector; Debezium's heartbeat.action.query upserts it so an idle database
+# still produces WAL for the slot, and the slot's confirmed position keeps moving.
+HEARTBEAT_TABLE_COLUMNS = "source text PRIMARY KEY, ts timestamptz NOT NULL DEFAULT now()"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A replicated table: ``schema.table`` and the REPLICA IDENTITY it needs."""
+
+    name: str
+    replica_identity: ReplicaIdentity = "DEFAULT"
+
+
+@dataclass(frozen=True)
+class BootstrapSpec:
+    """What the bootstrap makes true in one database; built from the environment config."""
+
+    replication_user: str
+    publication: str
+    heartbeat_table: str
+    signal_table: str
+    tables: tuple[TableSpec, ...]
+    slots: tuple[str, ...] = ()
+    drop_objects_on_delete: bool = False
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> BootstrapSpec:
+        return cls(
+            replication_user=raw["replication_user"],
+            publication=raw["publication"],
+            heartbeat_table=raw["heartbeat_table"],
+            signal_table=raw["signal_table"],
+            tables=tuple(
+                TableSpec(t["name"], t.get("replica_identity", "DEFAULT")) for t in raw["tables"]
+            ),
+            slots=tuple(raw.get("slots", ())),
+            drop_objects_on_delete=bool(raw.get("drop_objects_on_delete", False)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replication_user": self.replication_user,
+            "publication": self.publication,
+            "heartbeat_table": self.heartbeat_table,
+            "signal_table": self.signal_table,
+            "tables": [
+                {"name": t.name, "replica_identity": t.replica_identity} for t in self.tables
+            ],
+            "slots": list(self.slots),
+            "drop_objects_on_delete": self.drop_objects_on_delete,
+        }
+
+    @property
+    def published_tables(self) -> list[str]:
+        """Configured tables plus the heartbeat and signal tables, which Debezium must see."""
+        return [t.name for t in self.tables] + [self.heartbeat_table, self.signal_table]
+
+
+@dataclass
+class BootstrapResult:
+    """What a run found and did; safe to return to CloudFormation (no secrets)."""
+
+    role_created: bool = False
+    password_set: bool = False
+    publication_changed: bool = False
+    published_tables: list[str] = field(default_factory=list)
+    missing_tables: list[str] = field(default_factory=list)
+    replica_identity_changed: list[str] = field(default_factory=list)
+
+
+def qualified(name: str) -> str:
+    """``schema.table`` as a quoted SQL identifier."""
+    schema, _, table = name.partition(".")
+    if not table:
+        raise ValueError(f"table name {name!r} is not schema.table")
+    return f"{identifier(schema)}.{identifier(table)}"
+
+
+def role_exists(conn: Connection, role: str) -> bool:
+    return bool(conn.run("SELECT 1 FROM pg_roles WHERE rolname = :r", r=role))
+
+
+def ensure_login_role(conn: Connection, role: str) -> bool:
+    """Create ``role`` as a LOGIN role if missing; True when it was created."""
+    if role_exists(conn, role):
+        rows = conn.run("SELECT rolcanlogin FROM pg_roles WHERE rolname = :r", r=role)
+        if not rows[0][0]:
+            conn.run(f"ALTER ROLE {identifier(role)} WITH LOGIN")
+        return False
+    conn.run(f"CREATE ROLE {identifier(role)} WITH LOGIN")
+    return True
+
+
+def set_password(conn: Connection, role: str, password: str) -> None:
+    """Set the role's password (utility statements take no bind parameters: quote it)."""
+    conn.run(f"ALTER ROLE {identifier(role)} WITH PASSWORD {literal(password)}")
+
+
+def grant_replication(conn: Connection, role: str) -> None:
+    """On Aurora/RDS grant ``rds_replication``; elsewhere the REPLICATION attribute.
+
+    The RDS master user is not a superuser and cannot hand out REPLICATION; membership of
+    ``rds_replication`` is how RDS lets a role create and read logical slots.
+    """
+    if role_exists(conn, "rds_replication"):
+        member = conn.run("SELECT pg_has_role(:r, 'rds_replication', 'MEMBER')", r=role)[0][0]
+        if not member:
+            conn.run(f"GRANT rds_replication TO {identifier(role)}")
+        return
+    if not conn.run("SELECT rolreplication FROM pg_roles WHERE rolname = :r", r=role)[0][0]:
+        conn.run(f"ALTER ROLE {identifier(role)} WITH REPLICATION")
+
+
+def ensure_cdc_tables(conn: Connection, *, heartbeat_table: str, signal_table: str) -> None:
+    """Create the heartbeat and Debezium signal tables (and their schemas) if missing."""
+    for name, columns in (
+        (heartbeat_table, HEARTBEAT_TABLE_COLUMNS),
+        (signal_table, SIGNAL_TABLE_COLUMNS),
+    ):
+        conn.run(f"CREATE SCHEMA IF NOT EXISTS {identifier(name.split('.', 1)[0])}")
+        conn.run(f"CREATE TABLE IF NOT EXISTS {qualified(name)} ({columns})")
+
+
+def existing_tables(conn: Connection, names: Iterable[str]) -> list[str]:
+    """The subset of ``names`` (schema.table) that exist as ordinary or partitioned tables."""
+    wanted = list(names)
+    rows = conn.run(
+        "SELECT n.nspname || '.' || c.relname FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind IN ('r', 'p') "
+        "AND n.nspname || '.' || c.relname = ANY(CAST(:names AS text[]))",
+        names=wanted,
+    )
+    found = {r[0] for r in rows}
+    return [n for n in wanted if n in found]
+
+
+def grant_table_access(
+    conn: Connection,
+    role: str,
+    *,
+    tables: Sequence[str],
+    heartbeat_table: str,
+    signal_table: str,
+) -> None:
+    """SELECT for snapshots; heartbeat upserts and signal-table watermarks need writes."""
+    privileges = {name: "SELECT" for name in tables}
+    privileges[heartbeat_table] = "SELECT, INSERT, UPDATE"
+    privileges[signal_table] = "SELECT, INSERT, UPDATE, DELETE"
+    for schema in sorted({name.split(".", 1)[0] for name in privileges}):
+        conn.run(f"GRANT USAGE ON SCHEMA {identifier(schema)} TO {identifier(role)}")
+    for name, privilege in privileges.items():
+        conn.run(f"GRANT {privilege} ON TABLE {qualified(name)} TO {identifier(role)}")
+
+
+def revoke_table_access(conn: Connection, role: str, tables: Sequence[str]) -> None:
+    """Take SELECT back from tables that left the configuration (if they still exist)."""
+    for name in existing_tables(conn, tables):
+        conn.run(f"REVOKE SELECT ON TABLE {qualified(name)} FROM {identifier(role)}")
+
+
+def replica_identity(conn: Connection, table: str) -> str:
+    rows = conn.run(
+        "SELECT c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = :s AND c.relname = :t",
+        s=table.split(".", 1)[0],
+        t=table.split(".", 1)[1],
+    )
+    return str(rows[0][0])
+
+
+def ensure_replica_identity(conn: Connection, table: str, wanted: ReplicaIdentity) -> bool:
+    """ALTER only when different: the statement takes an ACCESS EXCLUSIVE lock."""
+    if replica_identity(conn, table) == _IDENTITY_CODE[wanted]:
+        return False
+    conn.run(f"ALTER TABLE {qualified(table)} REPLICA IDENTITY {wanted}")
+    return True
+
+
+def publication_tables(conn: Connection, publication: str) -> set[str] | None:
+    """Tables in the publication, or None when it does not exist."""
+    if not conn.run("SELECT 1 FROM pg_publication WHERE pubname = :p", p=publication):
+        return None
+    rows = conn.run(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
+        p=publication,
+    )
+    return {r[0] for r in rows}
+
+
+def sync_publication(conn: Connection, publication: str, tables: Sequence[str]) -> bool:
+    """Create the publication, or set its table list to exactly ``tables``; True if changed."""
+    table_list = ", ".join(qualified(t) for t in tables)
+    current = publication_tables(conn, publication)
+    if current is None:
+        conn.run(
+            f"CREATE PUBLICATION {identifier(publication)} FOR TABLE {table_list} "
+            "WITH (publish = 'insert, update, delete, truncate')"
+        )
+        return True
+    if current == set(tables):
+        return False
+    conn.run(f"ALTER PUBLICATION {identifier(publication)} SET TABLE {table_list}")
+    return True
+
+
+def bootstrap(
+    conn: Connection,
+    spec: BootstrapSpec,
+    *,
+    password: str,
+    password_works: bool,
+    removed_tables: Sequence[str] = (),
+) -> BootstrapResult:
+    """Make the database match ``spec`` in one transaction.
+
+    ``password_works`` says whether the replication user can already log in with
+    ``password`` (checked by the caller on its own connection); the password is only set when
+    the role is new or the check failed, so a rotated password is never overwritten.
+    """
+    result = BootstrapResult()
+    conn.run("BEGIN")
+    try:
+        # Serialize concurrent runs (two stacks, a manual reconcile) on one database.
+        conn.run("SELECT pg_advisory_xact_lock(hashtext('cdclake_replication_bootstrap'))")
+        result.role_created = ensure_login_role(conn, spec.replication_user)
+        if result.role_created or not password_works:
+            set_password(conn, spec.replication_user, password)
+            result.password_set = True
+        grant_replication(conn, spec.replication_user)
+        ensure_cdc_tables(
+            conn, heartbeat_table=spec.heartbeat_table, signal_table=spec.signal_table
+        )
+
+        configured = [t.name for t in spec.tables]
+        present = existing_tables(conn, configured)
+        result.missing_tables = [n for n in configured if n not in present]
+        for name in result.missing_tables:
+            LOG.warning("table %s does not exist yet; left out of the publication", name)
+
+        revoke_table_access(
+            conn, spec.replication_user, [t for t in removed_tables if t not in configured]
+        )
+        grant_table_access(
+            conn,
+            spec.replication_user,
+            tables=present,
+            heartbeat_table=spec.heartbeat_table,
+            signal_table=spec.signal_table,
+        )
+        for table in spec.tables:
+            if table.name in present and ensure_replica_identity(
+                conn, table.name, table.replica_identity
+            ):
+                result.replica_identity_changed.append(table.name)
+
+        result.published_tables = [*present, spec.heartbeat_table, spec.signal_table]
+        result.publication_changed = sync_publication(
+            conn, spec.publication, result.published_tables
+        )
+        conn.run("COMMIT")
+    except Exception:
+        conn.run("ROLLBACK")
+        raise
+    return result
+
+
+def inactive_slots(conn: Connection, slots: Sequence[str]) -> list[str]:
+    rows = conn.run(
+        "SELECT slot_name FROM pg_replication_slots "
+        "WHERE NOT active AND slot_name = ANY(CAST(:s AS text[]))",
+        s=list(slots),
+    )
+    return sorted(r[0] for r in rows)
+
+
+def teardown(conn: Connection, spec: BootstrapSpec) -> list[str]:
+    """On stack delete: drop what the bootstrap made, only when the config asks for it.
+
+    Returns the objects dropped. By default nothing is dropped: the publication, tables and
+    role outlive the stack so a redeploy resumes from the connectors' slots.
+    """
+    if not spec.drop_objects_on_delete:
+        return []
+    dropped: list[str] = []
+    # Inactive slots first: a slot nobody reads retains WAL until the disk is full.
+    for slot in inactive_slots(conn, spec.slots):
+        conn.run("SELECT pg_drop_replication_slot(:s)", s=slot)
+        dropped.append(f"slot {slot}")
+    conn.run(f"DROP PUBLICATION IF EXISTS {identifier(spec.publication)}")
+    dropped.append(f"publication {spec.publication}")
+    for name in (spec.heartbeat_table, spec.signal_table):
+        conn.run(f"DROP TABLE IF EXISTS {qualified(name)}")
+        dropped.append(f"table {name}")
+    if role_exists(conn, spec.replication_user):
+        # DROP OWNED removes its grants in this database; the role itself is cluster-wide.
+        conn.run(f"DROP OWNED BY {identifier(spec.replication_user)}")
+        conn.run(f"DROP ROLE {identifier(spec.replication_user)}")
+        dropped.append(f"role {spec.replication_user}")
+    return dropped
