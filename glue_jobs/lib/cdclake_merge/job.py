@@ -26,6 +26,7 @@ from cdclake_merge.transforms import (
     TOAST,
     align,
     apply_changes,
+    changed_rows,
     decode_events,
     drop_truncated,
     empty_state,
@@ -36,6 +37,7 @@ from cdclake_merge.transforms import (
     run_counts,
     split_lines,
     truncate_order,
+    truncated_rows,
 )
 
 DEFAULT_MAX_BAD_FRACTION = 0.01
@@ -68,6 +70,7 @@ class Sink(Protocol):
         quarantine: DataFrame | None,
         run: dict[str, Any],
         hook: Callable[[str], None] = ...,
+        changes: DataFrame | None = None,
     ) -> TableState: ...
 
     @property
@@ -192,18 +195,18 @@ def run_merge(
     if columns and missing_key:
         raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
 
-    run_truncate = parsed.transform(truncate_order).first()["order"]
+    run_truncate = parsed.transform(truncate_order).first()["order"]  # type: ignore[index]
     truncated_before = max(filter(None, (previous.truncated_before, run_truncate)), default=None)
 
-    new_state = None
+    new_state = changes = None
     if columns:
         stored = sink.read_state(spark, previous)
-        state = (
+        full_state = (
             align(stored, columns, [*METADATA_COLUMNS, DELETED])
             if stored is not None
             else empty_state(spark, columns)
         )
-        state = drop_truncated(state, truncated_before)
+        state = drop_truncated(full_state, truncated_before)
         events = drop_truncated(decode_events(parsed, columns), truncated_before)
         fresh = fresh_events(events, state, options.key)
         latest = latest_per_key(fresh, options.key, columns, toast)
@@ -219,7 +222,11 @@ def run_merge(
                 result.upserts += int(keys)
             if unresolved:
                 result.toast_unresolved += int(keys)
-        new_state = apply_changes(state, latest.drop(TOAST, "_events"), options.key, columns)
+        changed = changed_rows(latest, options.key, columns)
+        new_state = apply_changes(state, changed, options.key)
+        changes = changed.unionByName(
+            truncated_rows(full_state, changed, options.key, truncated_before)
+        )
         abort_hook("fold")
     result.stale_skipped = result.events_read - result.truncates - result.applied
 
@@ -236,6 +243,7 @@ def run_merge(
         quarantine=_quarantine(parsed) if result.quarantined else None,
         run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
         hook=abort_hook,
+        changes=changes,
     )
     parsed.unpersist()
     result.version = committed.version

@@ -118,7 +118,12 @@ class SnapshotTable:
         quarantine: DataFrame | None,
         run: dict[str, Any],
         hook: Callable[[str], None] = lambda stage: None,
+        changes: DataFrame | None = None,
     ) -> TableState:
+        """Write version n+1 in full, then make it current with one atomic commit file.
+
+        ``changes`` is for sinks that store changes only (Hudi); this one rewrites.
+        """
         version = previous.version + 1
         folder = self.version_dir(version)
         quarantine_path = None

@@ -228,27 +228,41 @@ def fill_toast(
     )
 
 
-def apply_changes(
-    state: DataFrame, latest: DataFrame, key: Sequence[str], columns: Sequence[ColumnDef]
-) -> DataFrame:
+def changed_rows(latest: DataFrame, key: Sequence[str], columns: Sequence[ColumnDef]) -> DataFrame:
     """Rules: ``c``/``u``/``r`` upsert the row; ``d`` deletes the key (kept as a tombstone).
 
-    ``state`` and the result share one layout: every column, the metadata columns
-    and ``_cdc_deleted``. Tombstones keep only the key and the order, so a late
-    older change can never bring a deleted row back.
+    The result has the state layout: every column, the metadata columns and
+    ``_cdc_deleted``. Tombstones keep only the key and the order, so a late older
+    change can never bring a deleted row back.
     """
-    names = [name for name, _ in columns]
     is_delete = F.col(OP) == "d"
-    changed = latest.select(
+    return latest.select(
         *[
-            name if name in key else F.when(is_delete, F.lit(None)).otherwise(F.col(name)).alias(name)
-            for name in names
+            name
+            if name in key
+            else F.when(is_delete, F.lit(None)).otherwise(F.col(name)).alias(name)
+            for name, _ in columns
         ],
         *METADATA_COLUMNS,
         is_delete.alias(DELETED),
     )
-    unchanged = state.join(latest.select(*key), list(key), "left_anti")
-    return unchanged.select(*names, *METADATA_COLUMNS, DELETED).unionByName(changed)
+
+
+def apply_changes(state: DataFrame, changed: DataFrame, key: Sequence[str]) -> DataFrame:
+    """The next state: every key the run did not touch, plus the changed rows."""
+    unchanged = state.join(changed.select(*key), list(key), "left_anti")
+    return unchanged.select(*changed.columns).unionByName(changed)
+
+
+def truncated_rows(
+    state: DataFrame, changed: DataFrame, key: Sequence[str], truncated_before: str | None
+) -> DataFrame:
+    """Live rows a truncate removes, as deletions, for sinks that store only changes."""
+    if truncated_before is None:
+        return changed.limit(0)
+    removed = state.where(~F.col(DELETED) & (F.col(ORDER) <= F.lit(truncated_before)))
+    removed = removed.join(changed.select(*key), list(key), "left_anti")
+    return removed.select(*changed.columns).withColumn(DELETED, F.lit(True))
 
 
 def align(frame: DataFrame, columns: Sequence[ColumnDef], extra: Sequence[str] = ()) -> DataFrame:

@@ -1,0 +1,118 @@
+"""Glue 5.0 entry point of the merge job (one job per lake table; see docs/lake.md).
+
+Thin on purpose: arguments, the session, the sink, the run, the Glue job commit.
+All CDC logic lives in the ``cdclake_merge`` library (``--extra-py-files``).
+
+Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
+
+    --table schema.table          --changes_path s3://…/topics/<topic>/
+    --warehouse_path s3://…/warehouse/   --database <glue database>
+    --record_key id[,id2]         --partition_fields ""|col[,col]
+    --table_type COPY_ON_WRITE|MERGE_ON_READ   --quarantine_path s3://…/
+    --format hudi|parquet         --max_bad_fraction 0.01
+
+Without ``awsglue`` installed (a laptop) the same script runs on a local session,
+so ``python glue_jobs/merge_job.py --format parquet …`` exercises this exact file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+ARGUMENTS = (
+    "table",
+    "changes_path",
+    "warehouse_path",
+    "database",
+    "record_key",
+    "partition_fields",
+    "table_type",
+    "quarantine_path",
+    "format",
+    "max_bad_fraction",
+)
+OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE", "format": "hudi"}
+
+
+def parse_arguments(argv: list[str]) -> dict[str, str]:
+    """Glue's ``getResolvedOptions`` where it exists, argparse with the same names elsewhere."""
+    try:
+        from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]
+    except ImportError:
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.add_argument("--JOB_NAME", default="local-merge")
+        for name in ARGUMENTS:
+            parser.add_argument(f"--{name}", required=name not in OPTIONAL, default=OPTIONAL.get(name))
+        known, _ = parser.parse_known_args(argv[1:])
+        return {k: v for k, v in vars(known).items() if v is not None}
+    present = [name for name in ARGUMENTS if f"--{name}" in argv]
+    resolved = getResolvedOptions(argv, ["JOB_NAME", *present])
+    return {**OPTIONAL, **resolved}
+
+
+def build_session(args: dict[str, str]) -> tuple[Any, Any]:
+    """(SparkSession, Glue Job or None)."""
+    try:
+        from awsglue.context import GlueContext  # type: ignore[import-not-found]
+        from awsglue.job import Job  # type: ignore[import-not-found]
+        from pyspark.context import SparkContext
+    except ImportError:
+        from cdclake_merge.session import local_session
+
+        return local_session(args["warehouse_path"], app_name=args.get("JOB_NAME", "merge")), None
+    glue_context = GlueContext(SparkContext.getOrCreate())
+    job = Job(glue_context)
+    job.init(args["JOB_NAME"], args)
+    return glue_context.spark_session, job
+
+
+def main(argv: list[str]) -> int:
+    from cdclake_merge.hudi import HudiTable
+    from cdclake_merge.job import MergeError, MergeOptions, run_merge
+    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.storage import filesystem_for
+
+    args = parse_arguments(argv)
+    spark, job = build_session(args)
+    table = f"{args['database']}.{args['table'].replace('.', '_')}"
+    key = tuple(k for k in args["record_key"].split(",") if k)
+    options = MergeOptions(
+        table=table,
+        key=key,
+        changes=args["changes_path"],
+        max_bad_fraction=float(args["max_bad_fraction"]),
+    )
+    fs = filesystem_for(args["changes_path"], spark)
+    sink: Any
+    if args["format"] == "hudi":
+        sink = HudiTable(
+            spark,
+            args["warehouse_path"],
+            table,
+            key,
+            partition_fields=[p for p in args.get("partition_fields", "").split(",") if p],
+            table_type=args.get("table_type", "COPY_ON_WRITE"),
+            quarantine_root=args["quarantine_path"],
+        )
+    elif args["format"] == "parquet":
+        sink = SnapshotTable(filesystem_for(args["warehouse_path"], spark), args["warehouse_path"], table)
+    else:
+        print(f"--format must be hudi or parquet, got {args['format']!r}", file=sys.stderr)
+        return 2
+    try:
+        result = run_merge(lambda: spark, fs, sink, options)
+    except MergeError as exc:
+        # Fail the Glue run visibly; nothing was committed, a rerun starts from the last commit.
+        print(f"cdclake merge failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"cdclake_merge": result.as_dict()}))
+    if job is not None:
+        job.commit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
