@@ -9,6 +9,9 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from stacks.components.database_access import allow_database_from, database_endpoint
+from stacks.components.kafka_cluster import KafkaCluster
+from stacks.components.kafka_connectors import KafkaConnectors
 from stacks.database_stack import DatabaseStack
 from stacks.lake_stack import LakeStack
 
@@ -27,3 +30,23 @@ class CaptureStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+
+        # The brokers.
+        self.kafka = KafkaCluster(self, "Kafka", config=config, vpc=vpc)
+        self.msk_cluster = self.kafka.cluster
+
+        # The connectors: Debezium into MSK, S3 sink out to the change-file bucket.
+        self.connectors = KafkaConnectors(
+            self,
+            "Connectors",
+            config=config,
+            vpc=vpc,
+            kafka=self.kafka,
+            database=database_endpoint(database),
+            database_secret=database.replication_secret,
+            database_key=database.encryption_key,
+            change_bucket=lake.change_bucket,
+            change_bucket_key=lake.encryption_key,
+        )
+        allow_database_from(database, self.connectors.security_group, "MSK Connect Debezium")
+        self.kafka.acknowledge_custom_resource()

@@ -6,9 +6,17 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from stacks.components.change_streams import ChangeStreams
+from stacks.components.database_access import allow_database_from, database_endpoint
+from stacks.components.debezium_server import DebeziumServer
+from stacks.components.event_bus import ChangeEventBus
+from stacks.components.event_consumers import EventConsumers
+from stacks.components.fan_out import FanOut
 from stacks.database_stack import DatabaseStack
 
 
@@ -25,3 +33,55 @@ class FanOutStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+
+        # One customer-managed key for this stack's data at rest: streams, bus, queues, files.
+        self.encryption_key = kms.Key(
+            self,
+            "Key",
+            description=f"{config.prefix} fan-out data",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        for service in ("events", "sqs", "kinesis", "elasticfilesystem"):
+            self.encryption_key.grant_encrypt_decrypt(
+                iam.ServicePrincipal(f"{service}.amazonaws.com")
+            )
+
+        # Kinesis: one stream per fan-out table.
+        self.change_streams = ChangeStreams(self, "Streams", config=config, key=self.encryption_key)
+        self.kinesis_streams = self.change_streams.streams
+        streams = list(self.kinesis_streams.values())
+
+        # Debezium Server: the fan-out tables into those streams, from its own slot.
+        self.debezium_server = DebeziumServer(
+            self,
+            "DebeziumServer",
+            config=config,
+            vpc=vpc,
+            key=self.encryption_key,
+            database=database_endpoint(database),
+            database_secret_arn=database.replication_secret.secret_arn,
+            database_key=database.encryption_key,
+            streams=streams,
+        )
+        allow_database_from(database, self.debezium_server.security_group, "Debezium Server")
+
+        # The bus and its archive.
+        self.change_bus = ChangeEventBus(self, "Bus", config=config, key=self.encryption_key)
+        self.event_bus = self.change_bus.bus
+
+        # The fan-out Lambda.
+        self.fanout = FanOut(
+            self,
+            "FanOut",
+            config=config,
+            key=self.encryption_key,
+            bus=self.event_bus,
+            streams=streams,
+        )
+        self.fanout_function = self.fanout.function
+
+        # Consumers: rules into SQS (and HTTP endpoints).
+        self.event_consumers = EventConsumers(
+            self, "Consumers", config=config, bus=self.event_bus, key=self.encryption_key
+        )

@@ -1,0 +1,186 @@
+"""Debezium Server on ECS Fargate: the fan-out tables into Kinesis, on its own slot.
+
+Offsets are kept in a file on EFS (Debezium's FileOffsetBackingStore): they survive task
+restarts and replacements, need no extra database objects or grants, and the single-task
+service (never two tasks at once) is the only writer. The database user and password come
+from Secrets Manager as ECS secrets; everything else is plain configuration from config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from connectors.configs import DatabaseEndpoint, debezium_server_properties, environment_variables
+from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
+
+DATA_DIR = "/debezium/data"
+OFFSETS_FILE = f"{DATA_DIR}/offsets.dat"
+JBOSS_UID = "185"  # the Debezium Server image runs as jboss (185:185)
+HEALTH_PORT = 8080
+
+
+class DebeziumServer(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        vpc: ec2.IVpc,
+        key: kms.IKey,
+        database: DatabaseEndpoint,
+        database_secret_arn: str,
+        database_key: kms.IKey | None,
+        streams: Sequence[kinesis.IStream],
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        # The task reaches the database, EFS and AWS APIs; nothing reaches the task.
+        self.security_group = ec2.SecurityGroup(
+            self, "SecurityGroup", vpc=vpc, description=f"{config.prefix} Debezium Server"
+        )
+
+        # Offsets on an encrypted file system, through an access point owned by the image's user.
+        self.file_system = efs.FileSystem(
+            self,
+            "Offsets",
+            vpc=vpc,
+            encrypted=True,
+            kms_key=key,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self.file_system.connections.allow_default_port_from(self.security_group)
+        access_point = self.file_system.add_access_point(
+            "AccessPoint",
+            path="/debezium",
+            create_acl=efs.Acl(owner_uid=JBOSS_UID, owner_gid=JBOSS_UID, permissions="750"),
+            posix_user=efs.PosixUser(uid=JBOSS_UID, gid=JBOSS_UID),
+        )
+
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
+        )
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "Task",
+            cpu=config.debezium_server.cpu,
+            memory_limit_mib=config.debezium_server.memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.task_definition.add_volume(
+            name="data",
+            efs_volume_configuration=ecs.EfsVolumeConfiguration(
+                file_system_id=self.file_system.file_system_id,
+                transit_encryption="ENABLED",
+                authorization_config=ecs.AuthorizationConfig(
+                    access_point_id=access_point.access_point_id, iam="ENABLED"
+                ),
+            ),
+        )
+        self.file_system.grant_read_write(self.task_definition.task_role)
+        self.task_definition.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                resources=[self.file_system.file_system_arn],
+                conditions={
+                    "StringEquals": {
+                        "elasticfilesystem:AccessPointArn": access_point.access_point_arn
+                    }
+                },
+            )
+        )
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        # Imported by ARN: grants stay identity policies in this stack (no edits to the database
+        # stack's key policy, so no dependency cycle).
+        secret = secretsmanager.Secret.from_secret_complete_arn(
+            self, "ReplicationSecret", database_secret_arn
+        )
+        properties = debezium_server_properties(
+            config, database=database, offsets_file=OFFSETS_FILE
+        )
+        self.container = self.task_definition.add_container(
+            "debezium",
+            image=ecs.ContainerImage.from_registry(config.debezium_server.image),
+            environment=environment_variables(properties),
+            secrets={
+                "DEBEZIUM_SOURCE_DATABASE_USER": ecs.Secret.from_secrets_manager(
+                    secret, "username"
+                ),
+                "DEBEZIUM_SOURCE_DATABASE_PASSWORD": ecs.Secret.from_secrets_manager(
+                    secret, "password"
+                ),
+            },
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="debezium", log_group=self.log_group),
+            port_mappings=[ecs.PortMapping(container_port=HEALTH_PORT)],
+            health_check=ecs.HealthCheck(
+                command=[
+                    "CMD-SHELL",
+                    f"curl -fs http://localhost:{HEALTH_PORT}/q/health || exit 1",
+                ],
+                interval=cdk.Duration.seconds(30),
+                timeout=cdk.Duration.seconds(5),
+                retries=3,
+                start_period=cdk.Duration.seconds(120),
+            ),
+        )
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path=DATA_DIR, source_volume="data", read_only=False)
+        )
+        if database_key is not None:
+            self.task_definition.obtain_execution_role().add_to_principal_policy(
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
+            )
+        for stream in streams:
+            stream.grant_write(self.task_definition.task_role)
+        task_policy = self.task_definition.task_role.node.find_child("DefaultPolicy")
+        assert isinstance(task_policy, iam.Policy)
+        acknowledge_wildcards(
+            task_policy, {r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON}
+        )
+
+        # Exactly one task: a replication slot has one reader, and the offsets file one writer.
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            desired_count=1,
+            min_healthy_percent=0,
+            max_healthy_percent=100,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+            security_groups=[self.security_group],
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            assign_public_ip=False,
+            enable_execute_command=False,
+        )
+        acknowledge(
+            self.task_definition,
+            {
+                "AwsSolutions-ECS2": (
+                    "environment holds Debezium Server settings only; the database user and "
+                    "password are ECS secrets from Secrets Manager"
+                ),
+            },
+        )

@@ -1,0 +1,167 @@
+"""Consumers of the change bus: per consumer a rule, an SQS queue and optionally an HTTP endpoint.
+
+Each queue has its own dead-letter queue (redrive after 5 receives) and a visibility timeout of
+six times the consumer's timeout. Each rule target retries with a bounded age and sends what it
+cannot deliver to a per-consumer delivery DLQ. HTTP endpoints go through an API destination
+whose Connection reads its credentials from Secrets Manager (a dynamic reference, never a
+literal): ``api_key`` secrets hold ``{"api_key": ...}``, OAuth client credentials
+``{"client_id": ..., "client_secret": ...}``.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from cdclake.config import ConsumerConfig, EnvironmentConfig, HttpTarget
+from stacks.components.fan_out import queue_depth_alarm
+
+API_KEY_HEADER = "x-api-key"
+MAX_RECEIVES = 5
+TARGET_RETRIES = 8
+TARGET_MAX_AGE = cdk.Duration.hours(6)
+
+
+def event_pattern(config: EnvironmentConfig, consumer: ConsumerConfig) -> events.EventPattern:
+    """The consumer's tables (by Source and DetailType) and operations."""
+    tables = [config.table(name) for name in consumer.tables]
+    return events.EventPattern(
+        source=sorted({t.event_source for t in tables}),
+        detail_type=sorted({t.event_detail_type for t in tables}),
+        detail={"op": list(consumer.ops)},
+    )
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.title() for part in name.split("_"))
+
+
+class EventConsumer(Construct):
+    """One consumer: rule -> SQS (+ HTTP), with DLQs and alarms."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        consumer: ConsumerConfig,
+        bus: events.IEventBus,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        def queue(queue_id: str, **kwargs: object) -> sqs.Queue:
+            return sqs.Queue(
+                self,
+                queue_id,
+                encryption=sqs.QueueEncryption.KMS,
+                encryption_master_key=key,
+                enforce_ssl=True,
+                retention_period=cdk.Duration.days(14),
+                **kwargs,  # type: ignore[arg-type]
+            )
+
+        # The consumer's queue and its dead-letter queue.
+        self.dead_letter_queue = queue("DeadLetters")
+        self.queue = queue(
+            "Queue",
+            visibility_timeout=cdk.Duration.seconds(6 * consumer.consumer_timeout_seconds),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES
+            ),
+        )
+        # What EventBridge could not deliver to this consumer's targets.
+        self.delivery_dead_letter_queue = queue("DeliveryDeadLetters")
+
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            event_bus=bus,
+            description=f"{consumer.name}: {', '.join(consumer.tables)} ({''.join(consumer.ops)})",
+            event_pattern=event_pattern(config, consumer),
+        )
+        self.rule.add_target(
+            targets.SqsQueue(
+                self.queue,
+                dead_letter_queue=self.delivery_dead_letter_queue,
+                retry_attempts=TARGET_RETRIES,
+                max_event_age=TARGET_MAX_AGE,
+            )
+        )
+        if consumer.http is not None:
+            self.api_destination = self._http(consumer.name, consumer.http)
+            self.rule.add_target(
+                targets.ApiDestination(
+                    self.api_destination,
+                    dead_letter_queue=self.delivery_dead_letter_queue,
+                    retry_attempts=TARGET_RETRIES,
+                    max_event_age=TARGET_MAX_AGE,
+                )
+            )
+
+        self.alarms = [
+            queue_depth_alarm(self, "DeadLettersAlarm", self.dead_letter_queue),
+            queue_depth_alarm(self, "DeliveryDeadLettersAlarm", self.delivery_dead_letter_queue),
+        ]
+        for dlq in (self.dead_letter_queue, self.delivery_dead_letter_queue):
+            cdk.Validations.of(dlq).acknowledge(
+                cdk.Acknowledgment(
+                    id="AwsSolutions-SQS3", reason="this queue is a dead-letter queue"
+                )
+            )
+
+    def _http(self, name: str, http: HttpTarget) -> events.ApiDestination:
+        """Connection (credentials by Secrets Manager reference) and the API destination."""
+        if http.auth == "api_key":
+            authorization = events.Authorization.api_key(
+                API_KEY_HEADER,
+                cdk.SecretValue.secrets_manager(http.secret_arn, json_field="api_key"),
+            )
+        else:
+            assert http.oauth_token_url is not None  # the config model requires it for OAuth
+            authorization = events.Authorization.oauth(
+                authorization_endpoint=http.oauth_token_url,
+                http_method=events.HttpMethod.POST,
+                client_id=cdk.SecretValue.secrets_manager(
+                    http.secret_arn, json_field="client_id"
+                ).unsafe_unwrap(),
+                client_secret=cdk.SecretValue.secrets_manager(
+                    http.secret_arn, json_field="client_secret"
+                ),
+            )
+        connection = events.Connection(
+            self, "Connection", authorization=authorization, description=f"{name} endpoint"
+        )
+        return events.ApiDestination(
+            self,
+            "ApiDestination",
+            connection=connection,
+            endpoint=http.endpoint,
+            http_method=events.HttpMethod[http.method],
+            rate_limit_per_second=http.rate_per_second,
+            description=f"{name} endpoint",
+        )
+
+
+class EventConsumers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        bus: events.IEventBus,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.consumers = {
+            consumer.name: EventConsumer(
+                self, _pascal(consumer.name), config=config, consumer=consumer, bus=bus, key=key
+            )
+            for consumer in config.fanout.consumers
+        }

@@ -1,0 +1,221 @@
+"""The fan-out Lambda: Kinesis change streams in, EventBridge events out.
+
+Code is the plain folder ``lambdas/fanout`` (no bundling, so synth needs neither Docker nor
+pip); Powertools comes from AWS's public Powertools for AWS Lambda (Python) V3 layer, pinned by
+version for the region, and boto3 from the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
+
+CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "fanout"
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+# AWS-managed public layer; bump the version deliberately (it tracks Powertools releases).
+POWERTOOLS_LAYER = (
+    "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27"
+)
+TIMEOUT = cdk.Duration.seconds(60)
+
+
+def routes(config: EnvironmentConfig) -> dict[str, dict[str, object]]:
+    """The ``ROUTES`` environment variable: Source/DetailType/primary key per fan-out table."""
+    return {
+        table.name: {
+            "source": table.event_source,
+            "detail_type": table.event_detail_type,
+            "primary_key": list(table.primary_key),
+        }
+        for table in config.fanout_tables
+    }
+
+
+class FanOut(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        key: kms.IKey,
+        bus: events.IEventBus,
+        streams: Sequence[kinesis.IStream],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+
+        # Access logs of the claim-check bucket (S3-managed keys: a log target cannot use KMS).
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(90))],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        acknowledge(access_logs, {"AwsSolutions-S1": "this is the access-log bucket itself"})
+
+        # Claim checks: full events too large for EventBridge, kept as long as the archive.
+        self.claim_check_bucket = s3.Bucket(
+            self,
+            "ClaimChecks",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="claim-checks/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=cdk.Duration.days(max(7, config.fanout.archive_retention_days))
+                )
+            ],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+
+        # Records that still fail after the retries land here with their shard position.
+        self.failure_queue = sqs.Queue(
+            self,
+            "FailedRecords",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),
+        )
+        acknowledge(
+            self.failure_queue,
+            {
+                "AwsSolutions-SQS3": (
+                    "this queue is the event source mappings' on-failure destination"
+                )
+            },
+        )
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Debezium change events from Kinesis to the EventBridge bus",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc"]),
+            layers=[
+                lambda_.LayerVersion.from_layer_version_arn(
+                    self, "Powertools", POWERTOOLS_LAYER.format(region=stack.region)
+                )
+            ],
+            memory_size=512,
+            timeout=TIMEOUT,
+            log_group=self.log_group,
+            environment={
+                "EVENT_BUS_NAME": bus.event_bus_name,
+                "ROUTES": json.dumps(routes(config), separators=(",", ":"), sort_keys=True),
+                "CLAIM_CHECK_BUCKET": self.claim_check_bucket.bucket_name,
+                "CLAIM_CHECK_THRESHOLD_BYTES": str(config.fanout.claim_check_threshold_bytes),
+                "PUT_EVENTS_MAX_ATTEMPTS": "4",
+                "PUT_EVENTS_BACKOFF_SECONDS": "0.2",
+                "POWERTOOLS_SERVICE_NAME": "fanout",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+            },
+        )
+        bus.grant_put_events_to(self.function)
+        key.grant_encrypt_decrypt(self.function)
+        self.claim_check_bucket.grant_put(self.function, "claim-check/*")
+
+        # One mapping per stream: bisect poison batches, bounded retries and age, then the queue.
+        for stream in streams:
+            stream.grant_read(self.function)
+            self.function.add_event_source(
+                sources.KinesisEventSource(
+                    stream,
+                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                    batch_size=100,
+                    max_batching_window=cdk.Duration.seconds(1),
+                    bisect_batch_on_error=True,
+                    retry_attempts=5,
+                    max_record_age=cdk.Duration.hours(6),
+                    report_batch_item_failures=True,
+                    parallelization_factor=1,
+                    on_failure=sources.SqsDlq(self.failure_queue),
+                )
+            )
+
+        # Page when records wait: the oldest unprocessed record is older than the threshold.
+        self.iterator_age_alarm = cloudwatch.Alarm(
+            self,
+            "IteratorAgeAlarm",
+            alarm_description="fan-out is falling behind its Kinesis streams",
+            metric=self.function.metric(
+                "IteratorAge", statistic="Maximum", period=cdk.Duration.minutes(1)
+            ),
+            threshold=config.fanout.iterator_age_alarm_ms,
+            evaluation_periods=5,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.failure_alarm = queue_depth_alarm(self, "FailedRecordsAlarm", self.failure_queue)
+        acknowledge(
+            self.function,
+            {
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaBasicExecutionRole]": "the AWS managed policy only writes its own logs",
+                "AwsSolutions-L1": (
+                    f"{RUNTIME.name} matches the pinned Powertools V3 layer build; "
+                    "runtime and layer are bumped together"
+                ),
+            },
+        )
+        role_policy = (
+            self.function.role.node.find_child("DefaultPolicy") if self.function.role else None
+        )
+        assert isinstance(role_policy, iam.Policy)
+        acknowledge_wildcards(
+            role_policy,
+            {
+                r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON,
+                r"^Action::s3:Abort\*$": "CDK's put grant lets the function abort its own uploads",
+                r"^Resource::.*/claim-check/\*$": "claim-check objects are named per record",
+            },
+        )
+
+
+def queue_depth_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue) -> cloudwatch.Alarm:
+    """Any message in a dead-letter queue is a change some consumer did not get."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_description=f"messages waiting in dead-letter queue {queue.node.path}",
+        metric=queue.metric_approximate_number_of_messages_visible(
+            period=cdk.Duration.minutes(1), statistic="Maximum"
+        ),
+        threshold=1,
+        evaluation_periods=1,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )

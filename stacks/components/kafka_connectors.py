@@ -1,0 +1,325 @@
+"""MSK Connect: the Debezium PostgreSQL source and the S3 sink, with their plugins and worker.
+
+Plugins are located by ``connect.debezium_plugin`` / ``connect.s3_sink_plugin``: an
+``s3://bucket/key`` is referenced as is (synth needs no jar), a local path is uploaded as an
+asset and must exist (``connectors/package_plugins.sh`` builds it). Both connectors share one
+worker configuration whose offsets live in a named, compacted topic, so a replaced source
+connector resumes from its last LSN instead of re-snapshotting.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kafkaconnect as kafkaconnect
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from connectors import versions
+from connectors.configs import (
+    TOPICS_DIR,
+    DatabaseEndpoint,
+    connector_name,
+    debezium_source_config,
+    heartbeat_topic,
+    render_properties,
+    replication_factor,
+    s3_sink_config,
+    worker_properties,
+)
+from stacks.components.kafka_cluster import KafkaCluster
+from stacks.components.nag import acknowledge_wildcards
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class PluginNotFound(ValueError):
+    """A local plugin path in config that does not exist (run connectors/package_plugins.sh)."""
+
+
+@dataclass(frozen=True)
+class PluginLocation:
+    bucket_name: str
+    key: str
+    bucket_arn: str
+
+
+def plugin_location(scope: Construct, construct_id: str, location: str) -> PluginLocation:
+    """Resolve ``s3://bucket/key`` or a local zip (uploaded as an asset) to bucket and key."""
+    if location.startswith("s3://"):
+        bucket, _, key = location[len("s3://") :].partition("/")
+        if not bucket or not key:
+            raise ValueError(f"plugin location {location!r} is not s3://bucket/key")
+        return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}")
+    path = Path(location)
+    path = path if path.is_absolute() else REPO_ROOT / path
+    if not path.is_file():
+        raise PluginNotFound(
+            f"connector plugin {location!r} not found (looked at {path}); build it with "
+            "connectors/package_plugins.sh or set an s3://bucket/key location in config"
+        )
+    asset = s3_assets.Asset(scope, construct_id, path=str(path))
+    return PluginLocation(asset.s3_bucket_name, asset.s3_object_key, asset.bucket.bucket_arn)
+
+
+class KafkaConnectors(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        vpc: ec2.IVpc,
+        kafka: KafkaCluster,
+        database: DatabaseEndpoint,
+        database_secret: secretsmanager.ISecret,
+        database_key: kms.IKey | None,
+        change_bucket: s3.IBucket,
+        change_bucket_key: kms.IKey | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        # Workers run in the private subnets and reach brokers, the database and AWS APIs.
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"{config.prefix} MSK Connect workers",
+            allow_all_outbound=True,
+        )
+        kafka.allow_clients(self.security_group, "MSK Connect workers")
+
+        # One role for both connectors: Kafka topics/groups, the secret, the change bucket.
+        self.role = iam.Role(
+            self,
+            "ServiceExecutionRole",
+            assumed_by=iam.ServicePrincipal("kafkaconnect.amazonaws.com"),
+            description=f"{config.prefix} MSK Connect connectors",
+        )
+        kafka.grant_connect(
+            self.role,
+            topics=[f"{config.prefix}.*", heartbeat_topic(config), "__amazon_msk_connect_*"],
+            groups=["__amazon_msk_connect_*", f"connect-{config.prefix}-*"],
+        )
+        # Identity policies only: Secret.grant_read would edit the database stack's key policy
+        # and make that stack depend on this one.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[database_secret.secret_arn],
+            )
+        )
+        if database_key is not None:
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
+            )
+        # The S3 sink writes and lists only under topics/ (explicit actions, no wildcards).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "s3:PutObject",
+                    "s3:GetObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                resources=[change_bucket.arn_for_objects(f"{TOPICS_DIR}/*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"],
+                resources=[change_bucket.bucket_arn],
+            )
+        )
+        if change_bucket_key is not None:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=[change_bucket_key.key_arn],
+                )
+            )
+        policy = self.role.node.find_child("DefaultPolicy")
+        assert isinstance(policy, iam.Policy)
+        acknowledge_wildcards(
+            policy,
+            {
+                rf"^Resource::.*/{TOPICS_DIR}/\*$": (
+                    "the S3 sink names objects by topic, partition and offset under topics/"
+                ),
+                r"^Resource::arn:.*:kafka:.*:topic/.*\*$": (
+                    "topics are created per table by Kafka Connect; scoped to this "
+                    "environment's prefix, its heartbeat topic and MSK Connect's internal topics"
+                ),
+                r"^Resource::arn:.*:kafka:.*:group/.*\*$": (
+                    "consumer groups are named by MSK Connect per connector; scoped to this "
+                    "environment's connectors and MSK Connect's internal groups"
+                ),
+            },
+        )
+
+        # Connector logs.
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+
+        # Custom plugins: from S3 as given, or uploaded from a local path.
+        self.debezium_plugin = self._plugin(
+            "DebeziumPlugin",
+            config.connect.debezium_plugin,
+            name=config.resource_name("debezium-postgres", _slug(versions.DEBEZIUM_VERSION)),
+        )
+        self.s3_sink_plugin = self._plugin(
+            "S3SinkPlugin",
+            config.connect.s3_sink_plugin,
+            name=config.resource_name("s3-sink", _slug(versions.CONFLUENT_S3_SINK_VERSION)),
+        )
+
+        # Worker configuration: offsets in a named compacted topic, the Secrets Manager provider.
+        self.worker_configuration = kafkaconnect.CfnWorkerConfiguration(
+            self,
+            "WorkerConfiguration",
+            name=config.resource_name("connect-worker"),
+            properties_file_content=base64.b64encode(
+                render_properties(worker_properties(config)).encode()
+            ).decode(),
+            description="Named offsets topic and the Secrets Manager config provider",
+        )
+
+        # The provider reads the secret by URL-encoded ARN (':' and '/' would split the reference).
+        secret_id = _url_encode_arn(database_secret.secret_arn)
+        source = debezium_source_config(
+            config,
+            database=database,
+            replication_factor=replication_factor(config),
+            secret_id=secret_id,
+        )
+        sink = s3_sink_config(
+            config,
+            bucket_name=change_bucket.bucket_name,
+            kms_key_arn=change_bucket_key.key_arn if change_bucket_key is not None else None,
+        )
+
+        subnets = vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        common = {
+            "kafka_cluster": kafkaconnect.CfnConnector.KafkaClusterProperty(
+                apache_kafka_cluster=kafkaconnect.CfnConnector.ApacheKafkaClusterProperty(
+                    bootstrap_servers=kafka.bootstrap_brokers,
+                    vpc=kafkaconnect.CfnConnector.VpcProperty(
+                        security_groups=[self.security_group.security_group_id],
+                        subnets=subnets.subnet_ids,
+                    ),
+                )
+            ),
+            "kafka_cluster_client_authentication": (
+                kafkaconnect.CfnConnector.KafkaClusterClientAuthenticationProperty(
+                    authentication_type="IAM"
+                )
+            ),
+            "kafka_cluster_encryption_in_transit": (
+                kafkaconnect.CfnConnector.KafkaClusterEncryptionInTransitProperty(
+                    encryption_type="TLS"
+                )
+            ),
+            "kafka_connect_version": versions.KAFKA_CONNECT_VERSION,
+            "service_execution_role_arn": self.role.role_arn,
+            "worker_configuration": kafkaconnect.CfnConnector.WorkerConfigurationProperty(
+                worker_configuration_arn=self.worker_configuration.attr_worker_configuration_arn,
+                revision=self.worker_configuration.attr_revision,
+            ),
+            "log_delivery": kafkaconnect.CfnConnector.LogDeliveryProperty(
+                worker_log_delivery=kafkaconnect.CfnConnector.WorkerLogDeliveryProperty(
+                    cloud_watch_logs=kafkaconnect.CfnConnector.CloudWatchLogsLogDeliveryProperty(
+                        enabled=True, log_group=self.log_group.log_group_name
+                    )
+                )
+            ),
+        }
+
+        # Debezium source: one task (a replication slot has one reader).
+        self.debezium_source = kafkaconnect.CfnConnector(
+            self,
+            "DebeziumSource",
+            connector_name=connector_name(config, "debezium-source"),
+            connector_description="Debezium PostgreSQL source: lake tables into MSK topics",
+            connector_configuration=source,
+            capacity=kafkaconnect.CfnConnector.CapacityProperty(
+                provisioned_capacity=kafkaconnect.CfnConnector.ProvisionedCapacityProperty(
+                    mcu_count=config.connect.mcu_count, worker_count=1
+                )
+            ),
+            plugins=[self._plugin_ref(self.debezium_plugin)],
+            **common,  # type: ignore[arg-type]
+        )
+
+        # S3 sink: change files in the layout the merge job reads.
+        self.s3_sink = kafkaconnect.CfnConnector(
+            self,
+            "S3Sink",
+            connector_name=connector_name(config, "s3-sink"),
+            connector_description="Confluent S3 sink: MSK topics into change files",
+            connector_configuration=sink,
+            capacity=kafkaconnect.CfnConnector.CapacityProperty(
+                provisioned_capacity=kafkaconnect.CfnConnector.ProvisionedCapacityProperty(
+                    mcu_count=config.connect.mcu_count, worker_count=config.connect.workers
+                )
+            ),
+            plugins=[self._plugin_ref(self.s3_sink_plugin)],
+            **common,  # type: ignore[arg-type]
+        )
+        # The role's policies must exist before a connector starts and resolves its secret.
+        for connector in (self.debezium_source, self.s3_sink):
+            connector.node.add_dependency(policy)
+
+    def _plugin(
+        self, construct_id: str, location: str, *, name: str
+    ) -> kafkaconnect.CfnCustomPlugin:
+        found = plugin_location(self, f"{construct_id}Asset", location)
+        return kafkaconnect.CfnCustomPlugin(
+            self,
+            construct_id,
+            name=name,
+            content_type="ZIP",
+            location=kafkaconnect.CfnCustomPlugin.CustomPluginLocationProperty(
+                s3_location=kafkaconnect.CfnCustomPlugin.S3LocationProperty(
+                    bucket_arn=found.bucket_arn, file_key=found.key
+                )
+            ),
+        )
+
+    @staticmethod
+    def _plugin_ref(
+        plugin: kafkaconnect.CfnCustomPlugin,
+    ) -> kafkaconnect.CfnConnector.PluginProperty:
+        return kafkaconnect.CfnConnector.PluginProperty(
+            custom_plugin=kafkaconnect.CfnConnector.CustomPluginProperty(
+                custom_plugin_arn=plugin.attr_custom_plugin_arn,
+                revision=plugin.attr_revision,
+            )
+        )
+
+
+def _slug(version: str) -> str:
+    return version.lower().replace(".", "-")
+
+
+def _url_encode_arn(arn: str) -> str:
+    """URL-encode ``:`` and ``/`` of an ARN that may be a deploy-time token."""
+    if not cdk.Token.is_unresolved(arn):
+        from connectors.configs import encode_secret_arn
+
+        return encode_secret_arn(arn)
+    colons = cdk.Fn.join("%3A", cdk.Fn.split(":", arn))
+    return cdk.Fn.join("%2F", cdk.Fn.split("/", colons))
