@@ -9,9 +9,21 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from stacks.components.database import DATABASE_PORT, Database
+from stacks.components.database_alarms import DatabaseAlarms
+from stacks.components.operator_access import OperatorAccess
+from stacks.components.replication_bootstrap import ReplicationBootstrap
 
 
 class DatabaseStack(cdk.Stack):
+    """The source database, ready for Debezium, with alarms and operator access.
+
+    Other stacks connect with ``replication_secret`` and open ingress themselves, e.g.
+    ``database.cluster.connections.allow_default_port_from(my_security_group)`` or rules on
+    ``cluster.connections.security_groups``: CDK places such a rule in the depending stack,
+    so there is no cycle back to this one.
+    """
+
     def __init__(
         self,
         scope: Construct,
@@ -23,3 +35,51 @@ class DatabaseStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+        cluster_identifier = config.resource_name("aurora")
+
+        self.database = Database(
+            self, "Database", config=config.database, vpc=vpc, cluster_identifier=cluster_identifier
+        )
+        #: Aurora PostgreSQL cluster (Amazon RDS).
+        self.cluster = self.database.cluster
+        #: Customer-managed KMS key of the cluster, its snapshots and its secrets.
+        self.encryption_key = self.database.encryption_key
+        #: Name of the application database in the cluster.
+        self.database_name = config.database.name
+        #: TCP port of the cluster endpoints.
+        self.port = DATABASE_PORT
+
+        self.bootstrap = ReplicationBootstrap(
+            self,
+            "ReplicationBootstrap",
+            config=config,
+            vpc=vpc,
+            cluster=self.cluster,
+            master_secret=self.database.master_secret,
+            encryption_key=self.encryption_key,
+        )
+        #: Secrets Manager secret of the replication role (username, password, host, port,
+        #: dbname) that the Debezium connectors use.
+        self.replication_secret = self.bootstrap.replication_secret
+
+        self.alarms = DatabaseAlarms(
+            self,
+            "Alarms",
+            config=config.database.alarms,
+            cluster_identifier=cluster_identifier,
+        )
+        #: SNS topic of the database alarms.
+        self.alarm_topic = self.alarms.topic
+
+        self.operator_access = OperatorAccess(self, "OperatorAccess", vpc=vpc)
+        self.cluster.connections.allow_default_port_from(
+            self.operator_access.security_group, "Operators via SSM port forwarding"
+        )
+
+        cdk.CfnOutput(self, "ClusterEndpoint", value=self.cluster.cluster_endpoint.hostname)
+        cdk.CfnOutput(self, "ReplicationSecretArn", value=self.replication_secret.secret_arn)
+        cdk.CfnOutput(self, "BootstrapFunctionName", value=self.bootstrap.function.function_name)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
+        cdk.CfnOutput(
+            self, "OperatorAccessInstanceId", value=self.operator_access.instance.instance_id
+        )

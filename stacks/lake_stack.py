@@ -6,12 +6,25 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from stacks.components.lake_storage import LakeStorage
+from stacks.components.merge_jobs import MergeJobs
+from stacks.components.query import Query
 
 
 class LakeStack(cdk.Stack):
+    """Where change files land and Hudi tables live, and the jobs that merge one into the other.
+
+    The S3 sink connector (CaptureStack) writes ``topics/<prefix>.<schema>.<table>/...`` into
+    ``change_bucket``; a Glue job per lake table merges those files into a Hudi table under
+    ``s3://<lake_bucket>/warehouse/`` registered in ``glue_database``; Athena queries it.
+    The jobs need no VPC: they only talk to S3, Glue and CloudWatch.
+    """
+
     def __init__(
         self,
         scope: Construct,
@@ -23,3 +36,183 @@ class LakeStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+
+        self.storage = LakeStorage(self, "Storage", config=config.lake)
+        #: S3 bucket of the CDC change files (S3 sink connector output).
+        self.change_bucket = self.storage.change_bucket
+        #: S3 bucket of the Hudi tables (warehouse/).
+        self.lake_bucket = self.storage.lake_bucket
+        #: S3 bucket of records the merge job rejected.
+        self.quarantine_bucket = self.storage.quarantine_bucket
+        #: KMS key of the lake buckets.
+        self.encryption_key = self.storage.encryption_key
+        #: Name of the Glue Data Catalog database of the Hudi tables.
+        self.glue_database = config.lake.glue_database
+
+        # The catalog database the merge jobs sync their Hudi tables into.
+        database = glue.CfnDatabase(
+            self,
+            "GlueDatabase",
+            catalog_id=self.account,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=self.glue_database,
+                description=f"cdc-lake Hudi tables ({config.env})",
+                location_uri=self.lake_bucket.s3_url_for_object("warehouse/"),
+            ),
+        )
+
+        self.merge_jobs = MergeJobs(
+            self,
+            "MergeJobs",
+            config=config,
+            change_bucket=self.change_bucket,
+            lake_bucket=self.lake_bucket,
+            quarantine_bucket=self.quarantine_bucket,
+            assets_bucket=self.storage.assets_bucket,
+            encryption_key=self.encryption_key,
+            glue_database=self.glue_database,
+        )
+        for job in self.merge_jobs.jobs.values():
+            job.add_dependency(database)
+        self._grant_merge_jobs(self.merge_jobs.role)
+
+        self.query = Query(
+            self,
+            "Query",
+            name=config.resource_name("lake"),
+            results_bucket=self.storage.assets_bucket,
+            encryption_key=self.encryption_key,
+        )
+
+        cdk.CfnOutput(self, "ChangeBucketName", value=self.change_bucket.bucket_name)
+        cdk.CfnOutput(self, "LakeBucketName", value=self.lake_bucket.bucket_name)
+        cdk.CfnOutput(self, "QuarantineBucketName", value=self.quarantine_bucket.bucket_name)
+        cdk.CfnOutput(self, "GlueDatabaseName", value=self.glue_database)
+        cdk.CfnOutput(self, "AthenaWorkGroup", value=self.query.workgroup_name)
+        cdk.CfnOutput(
+            self,
+            "MergeJobNames",
+            value=",".join(sorted(str(j.name) for j in self.merge_jobs.jobs.values())),
+        )
+
+    def _grant_merge_jobs(self, role: iam.IRole) -> None:
+        """Least privilege for the merge jobs: explicit actions, prefixes, one database."""
+        prefix = self.config.prefix
+        storage = self.storage
+        statements = [
+            # Read change files of this environment's topics only.
+            iam.PolicyStatement(
+                sid="ListChangeFiles",
+                actions=["s3:ListBucket"],
+                resources=[self.change_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"topics/{prefix}.*"]}},
+            ),
+            iam.PolicyStatement(
+                sid="ReadChangeFiles",
+                actions=["s3:GetObject"],
+                resources=[self.change_bucket.arn_for_objects(f"topics/{prefix}.*")],
+            ),
+            # Read and write Hudi tables under warehouse/.
+            iam.PolicyStatement(
+                sid="ListLake",
+                actions=["s3:ListBucket"],
+                resources=[self.lake_bucket.bucket_arn, storage.assets_bucket.bucket_arn],
+            ),
+            iam.PolicyStatement(
+                sid="WriteLake",
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[
+                    self.lake_bucket.arn_for_objects("warehouse/*"),
+                    storage.assets_bucket.arn_for_objects("tmp/*"),
+                    storage.assets_bucket.arn_for_objects("spark-logs/*"),
+                ],
+            ),
+            # Write rejected records.
+            iam.PolicyStatement(
+                sid="WriteQuarantine",
+                actions=["s3:PutObject"],
+                resources=[self.quarantine_bucket.arn_for_objects("*")],
+            ),
+            # Hudi's catalog sync: this database and its tables only.
+            iam.PolicyStatement(
+                sid="CatalogSync",
+                actions=[
+                    "glue:GetDatabase",
+                    "glue:GetTable",
+                    "glue:GetTables",
+                    "glue:CreateTable",
+                    "glue:UpdateTable",
+                    "glue:GetPartition",
+                    "glue:GetPartitions",
+                    "glue:BatchGetPartition",
+                    "glue:CreatePartition",
+                    "glue:BatchCreatePartition",
+                    "glue:UpdatePartition",
+                    "glue:BatchUpdatePartition",
+                    "glue:DeletePartition",
+                    "glue:BatchDeletePartition",
+                ],
+                resources=[
+                    self.format_arn(service="glue", resource="catalog"),
+                    self.format_arn(
+                        service="glue", resource="database", resource_name=self.glue_database
+                    ),
+                    self.format_arn(
+                        service="glue", resource="table", resource_name=f"{self.glue_database}/*"
+                    ),
+                ],
+            ),
+        ]
+        for statement in statements:
+            role.add_to_principal_policy(statement)
+        self._acknowledge_job_role(role)
+
+        # CloudWatch Logs encrypts the jobs' log groups with the lake key (security config).
+        self.encryption_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="GlueJobLogs",
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": self.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="/aws-glue/*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
+
+    def _acknowledge_job_role(self, role: iam.IRole) -> None:
+        """Each wildcard of the job role, named exactly, with why it cannot be narrower."""
+
+        def arn_of(bucket: Any) -> str:
+            return f"<{self.get_logical_id(bucket.node.default_child)}.Arn>"
+
+        partition_arn = f"arn:<AWS::Partition>:%s:{self.region}:{self.account}:%s"
+        log_groups = partition_arn % ("logs", "log-group:/aws-glue/*")
+        reasons = {
+            log_groups: "Glue names its log groups per security configuration and role "
+            "under /aws-glue/",
+            f"{log_groups}:log-stream:*": "Glue creates one log stream per job run",
+            "*": "cloudwatch:PutMetricData has no resource; limited to the Glue namespace",
+            f"{arn_of(self.change_bucket)}/topics/{self.config.prefix}.*": "Change files of "
+            "this environment's topics, one folder per table and partition",
+            f"{arn_of(self.storage.assets_bucket)}/spark-logs/*": "Spark UI event logs",
+            f"{arn_of(self.storage.assets_bucket)}/tmp/*": "Glue temporary directory",
+            f"{arn_of(self.lake_bucket)}/warehouse/*": "Hudi writes data, log and metadata "
+            "files anywhere in its table folders",
+            f"{arn_of(self.quarantine_bucket)}/*": "Rejected records, one folder per table",
+            partition_arn % ("glue", f"table/{self.glue_database}/*"): "Hudi creates and "
+            "syncs one catalog table per lake table in this database only",
+        }
+        cdk.Validations.of(role).acknowledge(
+            *(
+                cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]", reason=reason)
+                for resource, reason in reasons.items()
+            )
+        )

@@ -1,0 +1,97 @@
+"""Alarms that page before a stalled replication slot fills the database's disk."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
+
+
+class DatabaseAlarms(Construct):
+    """Slot lag and transaction-log disk alarms on the writer, notifying an SNS topic.
+
+    An idle or stopped connector keeps its slot, and the slot keeps WAL: lag and
+    ``TransactionLogsDiskUsage`` grow until ``max_slot_wal_keep_size`` invalidates the slot
+    (a new snapshot) or the volume fills. Both alarms use the cluster's WRITER role
+    dimension, so they follow a failover. Subscribe the on-call rotation to ``topic``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DatabaseAlarmsConfig,
+        cluster_identifier: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        # Own key for the topic: CloudWatch must be allowed to use it, the database key not.
+        key = kms.Key(
+            self,
+            "TopicKey",
+            description=f"SNS alarm topic of {cluster_identifier}",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        key.grant(
+            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
+        )
+        #: SNS topic the database alarms notify (subscribe the on-call pager to it).
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name=f"{cluster_identifier} database alarms",
+            master_key=key,
+            enforce_ssl=True,
+        )
+
+        def writer_metric(name: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace="AWS/RDS",
+                metric_name=name,
+                dimensions_map={"DBClusterIdentifier": cluster_identifier, "Role": "WRITER"},
+                statistic="Maximum",
+                period=cdk.Duration.minutes(5),
+                unit=cloudwatch.Unit.BYTES,
+            )
+
+        # Slot lag: bytes of WAL the slowest slot has not confirmed (a stopped connector).
+        self.slot_lag = cloudwatch.Alarm(
+            self,
+            "ReplicationSlotLag",
+            alarm_description=(
+                "Oldest replication slot lags more than the configured bytes: a CDC connector "
+                "is stopped or slow. See docs/database.md#when-slot-lag-pages"
+            ),
+            metric=writer_metric("OldestReplicationSlotLag"),
+            threshold=config.replication_slot_lag_bytes,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        # Disk used by retained WAL, whatever retains it.
+        self.transaction_logs = cloudwatch.Alarm(
+            self,
+            "TransactionLogsDiskUsage",
+            alarm_description=(
+                "Transaction logs use more disk than the configured bytes; usually a slot "
+                "nobody reads. See docs/database.md#when-slot-lag-pages"
+            ),
+            metric=writer_metric("TransactionLogsDiskUsage"),
+            threshold=config.transaction_logs_disk_usage_bytes,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=2,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for alarm in (self.slot_lag, self.transaction_logs):
+            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+            alarm.add_ok_action(cw_actions.SnsAction(self.topic))

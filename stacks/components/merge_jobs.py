@@ -1,0 +1,203 @@
+"""Glue 5.0 merge jobs: one PySpark job (and schedule) per lake table, writing Hudi."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig, TableConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
+JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
+SPARK_CONF = (
+    "spark.serializer=org.apache.spark.serializer.KryoSerializer"
+    " --conf spark.sql.hive.convertMetastoreParquet=false"
+)
+
+
+def change_topic(config: EnvironmentConfig, table: TableConfig) -> str:
+    """Kafka topic (and S3 sink folder) of a table: ``<prefix>.<schema>.<table>``."""
+    return f"{config.prefix}.{table.name}"
+
+
+class MergeJobs(Construct):
+    """One Glue job per lake table, all running ``glue_jobs/merge_job.py``.
+
+    One job per table (not one parameterized job) so each table is rerun, paused or
+    resized on its own, and ``MaxConcurrentRuns=1`` guarantees two runs never write the same
+    Hudi table. Job bookmarks are off: the job keeps its checkpoint in Hudi commit metadata.
+    The job library (``glue_jobs/lib``) ships as a zip for ``--extra-py-files``. Logs and
+    bookmarks are encrypted by a Glue security configuration with the lake key.
+
+    ``role`` has only what every job needs (its scripts, logs, metrics); the composing stack
+    grants the buckets and the catalog.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        change_bucket: s3.IBucket,
+        lake_bucket: s3.IBucket,
+        quarantine_bucket: s3.IBucket,
+        assets_bucket: s3.IBucket,
+        encryption_key: kms.IKey,
+        glue_database: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        job_config = config.lake.glue_job
+        if not ENTRY_SCRIPT.exists():  # the merge job is written in parallel; keep synth going
+            ENTRY_SCRIPT.touch()
+
+        # Entry script and library as CDK assets (the library zips to cdclake_merge/... at root).
+        self.script = s3_assets.Asset(self, "Script", path=str(ENTRY_SCRIPT))
+        self.library = s3_assets.Asset(
+            self, "Library", path=str(JOB_LIBRARY), exclude=["__pycache__", "*.pyc"]
+        )
+
+        # Encrypted job logs, bookmarks and shuffle/temp files written to S3.
+        self.security_configuration = glue.CfnSecurityConfiguration(
+            self,
+            "SecurityConfiguration",
+            name=config.resource_name("merge"),
+            encryption_configuration=glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
+                cloud_watch_encryption=glue.CfnSecurityConfiguration.CloudWatchEncryptionProperty(
+                    cloud_watch_encryption_mode="SSE-KMS", kms_key_arn=encryption_key.key_arn
+                ),
+                job_bookmarks_encryption=glue.CfnSecurityConfiguration.JobBookmarksEncryptionProperty(
+                    job_bookmarks_encryption_mode="CSE-KMS", kms_key_arn=encryption_key.key_arn
+                ),
+                s3_encryptions=[
+                    glue.CfnSecurityConfiguration.S3EncryptionProperty(
+                        s3_encryption_mode="SSE-KMS", kms_key_arn=encryption_key.key_arn
+                    )
+                ],
+            ),
+        )
+
+        # The jobs' role: assumed by Glue only; no AWS-managed policy.
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="cdc-lake Glue merge jobs",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadJobCode",
+                actions=["s3:GetObject"],
+                resources=[
+                    self.script.bucket.arn_for_objects(self.script.s3_object_key),
+                    self.library.bucket.arn_for_objects(self.library.s3_object_key),
+                ],
+            )
+        )
+        log_groups = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws-glue/*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="JobLogs",
+                actions=[
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:AssociateKmsKey",
+                ],
+                resources=[log_groups, f"{log_groups}:log-stream:*"],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="JobMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+            )
+        )
+        encryption_key.grant(self.role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+
+        self.jobs: dict[str, glue.CfnJob] = {}
+        self.triggers: dict[str, glue.CfnTrigger] = {}
+        for table in config.lake_tables:
+            name = config.resource_name("merge", table.lake_table_name.replace("_", "-"))
+            # One job per table: its own arguments, one run at a time.
+            job = glue.CfnJob(
+                self,
+                f"Job{_camel(table.lake_table_name)}",
+                name=name,
+                description=f"Merge CDC change files of {table.name} into its Hudi table",
+                role=self.role.role_arn,
+                glue_version="5.0",
+                command=glue.CfnJob.JobCommandProperty(
+                    name="glueetl",
+                    python_version="3",
+                    script_location=self.script.s3_object_url,
+                ),
+                worker_type=job_config.worker_type,
+                number_of_workers=job_config.number_of_workers,
+                execution_class="FLEX" if job_config.flex else "STANDARD",
+                max_retries=job_config.max_retries,
+                timeout=job_config.timeout_minutes,
+                execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
+                security_configuration=self.security_configuration.ref,
+                default_arguments={
+                    # Read by glue_jobs/merge_job.py (getResolvedOptions).
+                    "--table": table.name,
+                    "--changes_path": change_bucket.s3_url_for_object(
+                        f"topics/{change_topic(config, table)}/"
+                    ),
+                    "--warehouse_path": lake_bucket.s3_url_for_object("warehouse/"),
+                    "--database": glue_database,
+                    "--record_key": ",".join(table.primary_key),
+                    "--partition_fields": ",".join(table.partition_by),
+                    "--table_type": table.hudi_table_type,
+                    "--quarantine_path": quarantine_bucket.s3_url_for_object(
+                        f"{table.lake_table_name}/"
+                    ),
+                    "--format": "hudi",
+                    "--max_bad_fraction": str(job_config.max_bad_fraction),
+                    # Glue's own.
+                    "--datalake-formats": "hudi",
+                    "--conf": SPARK_CONF,
+                    "--enable-glue-datacatalog": "true",
+                    "--extra-py-files": self.library.s3_object_url,
+                    "--enable-metrics": "true",
+                    "--enable-continuous-cloudwatch-log": "true",
+                    "--job-bookmark-option": "job-bookmark-disable",
+                    "--job-language": "python",
+                    "--TempDir": assets_bucket.s3_url_for_object("tmp/"),
+                    "--enable-spark-ui": "true",
+                    "--spark-event-logs-path": assets_bucket.s3_url_for_object("spark-logs/"),
+                },
+            )
+            self.jobs[table.name] = job
+            if job_config.schedule:
+                # The schedule from config, started on creation.
+                self.triggers[table.name] = glue.CfnTrigger(
+                    self,
+                    f"Schedule{_camel(table.lake_table_name)}",
+                    name=f"{name}-schedule",
+                    type="SCHEDULED",
+                    schedule=job_config.schedule,
+                    start_on_creation=True,
+                    actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref)],
+                )
+
+
+def _camel(name: str) -> str:
+    return "".join(part.title() for part in name.split("_"))

@@ -1,0 +1,191 @@
+"""The replication bootstrap custom resource: role, grants, CDC tables and publication."""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
+from stacks.components.python_bundling import python_code
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+def bootstrap_spec(config: EnvironmentConfig) -> BootstrapSpec:
+    """What the bootstrap makes true, from the environment config (all tables, not only lake)."""
+    replication = config.database.replication
+    return BootstrapSpec(
+        replication_user=replication.user,
+        publication=replication.publication,
+        heartbeat_table=replication.heartbeat_table,
+        signal_table=replication.signal_table,
+        tables=tuple(TableSpec(t.name, t.replica_identity) for t in config.tables),
+        slots=(replication.slot, replication.fanout_slot),
+        drop_objects_on_delete=replication.drop_objects_on_delete,
+    )
+
+
+class ReplicationBootstrap(Construct):
+    """A Lambda behind the CDK Provider framework that prepares the database for Debezium.
+
+    On create and update it (idempotently) creates the replication role and sets its password
+    from ``replication_secret``, grants SELECT on the configured tables, creates the heartbeat
+    and signal tables, sets REPLICA IDENTITY and makes the publication list exactly the
+    configured tables plus the heartbeat and signal tables. The SQL is in
+    ``lambdas/bootstrap/sql.py`` and is tested against a real PostgreSQL.
+
+    ``replication_secret`` (username, password, host, port, dbname, engine) is what Debezium
+    connects with; its single-user rotation starts only after the role exists.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        vpc: ec2.IVpc,
+        cluster: rds.DatabaseCluster,
+        master_secret: secretsmanager.ISecret,
+        encryption_key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        replication = config.database.replication
+        private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+
+        # The replication role's own secret, completed with host/port/engine by the attachment.
+        secret = rds.DatabaseSecret(
+            self,
+            "ReplicationSecret",
+            username=replication.user,
+            dbname=config.database.name,
+            encryption_key=encryption_key,
+        )
+        self.replication_secret = secret.attach(cluster)
+
+        # The function: in the private subnets, talks to the cluster and Secrets Manager only.
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="Replication bootstrap Lambda",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.ipv4(config.network.cidr), ec2.Port.tcp(443), "VPC endpoints"
+        )
+        cluster.connections.allow_default_port_from(self.security_group, "Replication bootstrap")
+
+        spec = bootstrap_spec(config)
+        properties = {
+            "Spec": json.dumps(spec.to_dict(), sort_keys=True),
+            "Database": config.database.name,
+            "MasterSecretArn": master_secret.secret_arn,
+            "ReplicationSecretArn": self.replication_secret.secret_arn,
+        }
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.X86_64,
+            handler="lambdas.bootstrap.handler.on_event",
+            code=python_code("lambdas/bootstrap", runtime=RUNTIME),
+            description="cdc-lake replication bootstrap (role, grants, publication)",
+            timeout=cdk.Duration.minutes(5),
+            memory_size=256,
+            vpc=vpc,
+            vpc_subnets=private,
+            security_groups=[self.security_group],
+            environment={
+                # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
+                "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
+            },
+            log_group=logs.LogGroup(
+                self,
+                "FunctionLogs",
+                retention=logs.RetentionDays.ONE_MONTH,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
+            ),
+        )
+        master_secret.grant_read(self.function)
+        self.replication_secret.grant_read(self.function)
+
+        # Provider framework: retries, timeouts and the CloudFormation response for us.
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.function,
+            log_group=logs.LogGroup(
+                self,
+                "ProviderLogs",
+                retention=logs.RetentionDays.ONE_MONTH,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
+            ),
+        )
+
+        # The custom resource; spec changes (tables, identities) trigger an Update.
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type="Custom::ReplicationBootstrap",
+            properties=properties,
+        )
+        # Wait for the writer instance, not only the cluster resource.
+        self.resource.node.add_dependency(cluster)
+
+        # Rotate the replication password monthly; the first rotation waits for the role.
+        self.rotation = secretsmanager.SecretRotation(
+            self,
+            "ReplicationRotation",
+            application=secretsmanager.SecretRotationApplication.POSTGRES_ROTATION_SINGLE_USER,
+            secret=self.replication_secret,
+            target=cluster,
+            vpc=vpc,
+            vpc_subnets=private,
+            automatically_after=cdk.Duration.days(30),
+        )
+        self.rotation.node.add_dependency(self.resource)
+
+        self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        lambda_basic = (
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+            "service-role/AWSLambdaBasicExecutionRole]"
+        )
+        cdk.Validations.of(self.function).acknowledge(
+            cdk.Acknowledgment(
+                id=lambda_basic,
+                reason="AWS-managed minimal policy: write this function's own logs",
+            ),
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaVPCAccessExecutionRole]",
+                reason="AWS-managed minimal policy for the ENIs a VPC function needs",
+            ),
+        )
+        function_id = cdk.Stack.of(self).get_logical_id(
+            self.function.node.default_child  # type: ignore[arg-type]
+        )
+        cdk.Validations.of(self.provider).acknowledge(
+            cdk.Acknowledgment(
+                id=lambda_basic,
+                reason="CDK Provider framework function: AWS-managed log-writing policy",
+            ),
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]",
+                reason="The framework may invoke any version of the bootstrap function, "
+                "and only that function",
+            ),
+        )
