@@ -1,0 +1,45 @@
+"""Helpers for my stack tests: resources by type, and a template normalized for snapshots."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """Logical id -> Properties of every resource of a type (ids are never asserted on)."""
+    return {
+        logical_id: resource.get("Properties", {})
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == resource_type
+    }
+
+
+def only(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
+    found = list(resources(template, resource_type).values())
+    assert len(found) == 1, f"expected one {resource_type}, found {len(found)}"
+    return found[0]
+
+
+def normalized(value: Any) -> Any:
+    """Asset hashes and other stacks' export names masked, so the snapshot shows our changes."""
+    if isinstance(value, dict):
+        if set(value) == {"Fn::ImportValue"}:
+            return {"Fn::ImportValue": "<import>"}
+        return {key: normalized(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [normalized(item) for item in value]
+    if isinstance(value, str):
+        return ASSET_HASH.sub("<asset-hash>", value)
+    return value
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a (resolved) template value."""
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in strings(item)]
+    return [value] if isinstance(value, str) else []

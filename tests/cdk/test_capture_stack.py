@@ -1,0 +1,194 @@
+"""The capture stack: MSK, MSK Connect plugins, worker configuration and both connectors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from stacks.components.kafka_connectors import PluginNotFound, plugin_location
+from tests.cdk.stack_helpers import normalized, only, resources, strings
+
+pytestmark = pytest.mark.cdk
+
+
+@pytest.fixture(scope="module")
+def dev(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return synth("dev").template("capture")
+
+
+@pytest.fixture(scope="module")
+def prod(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return synth("prod").template("capture")
+
+
+def _connector(template: dict[str, Any], role: str) -> dict[str, Any]:
+    for props in resources(template, "AWS::KafkaConnect::Connector").values():
+        if props["ConnectorName"].endswith(role):
+            return props
+    raise AssertionError(f"no connector named *{role}")
+
+
+def _config_value(value: Any) -> str:
+    """A connector setting as text; token parts of a Fn::Join shown as <token>."""
+    if isinstance(value, str):
+        return value
+    delimiter, parts = value["Fn::Join"]
+    return delimiter.join(p if isinstance(p, str) else "<token>" for p in parts)
+
+
+def test_capture_msk_iam_auth_only(dev: dict[str, Any]) -> None:
+    auth = only(dev, "AWS::MSK::Cluster")["ClientAuthentication"]
+    assert auth["Sasl"]["Iam"]["Enabled"] is True
+    assert auth["Unauthenticated"]["Enabled"] is False
+
+
+def test_capture_msk_tls_in_transit_and_kms_at_rest(dev: dict[str, Any]) -> None:
+    encryption = only(dev, "AWS::MSK::Cluster")["EncryptionInfo"]
+    assert encryption["EncryptionInTransit"] == {"ClientBroker": "TLS", "InCluster": True}
+    assert "Fn::GetAtt" in encryption["EncryptionAtRest"]["DataVolumeKMSKeyId"]
+
+
+def test_capture_msk_broker_logs_enabled(dev: dict[str, Any]) -> None:
+    logs = only(dev, "AWS::MSK::Cluster")["LoggingInfo"]["BrokerLogs"]["CloudWatchLogs"]
+    assert logs["Enabled"] is True
+
+
+@pytest.mark.parametrize(("env", "brokers"), [("dev", 2), ("prod", 3)])
+def test_capture_msk_one_broker_per_az_from_config(synth, env: str, brokers: int) -> None:  # type: ignore[no-untyped-def]
+    cluster = only(synth(env).template("capture"), "AWS::MSK::Cluster")
+    assert cluster["NumberOfBrokerNodes"] == brokers
+    assert len(cluster["BrokerNodeGroupInfo"]["ClientSubnets"]) == brokers
+
+
+def test_capture_msk_topics_not_auto_created(dev: dict[str, Any]) -> None:
+    properties = only(dev, "AWS::MSK::Configuration")["ServerProperties"]
+    assert "auto.create.topics.enable=false" in properties
+    assert "default.replication.factor=2" in properties
+
+
+def test_capture_plugins_referenced_from_configured_s3_location(dev: dict[str, Any]) -> None:
+    plugins = resources(dev, "AWS::KafkaConnect::CustomPlugin").values()
+    locations = sorted(p["Location"]["S3Location"]["FileKey"] for p in plugins)
+    assert locations == [
+        "plugins/confluentinc-kafka-connect-s3-10.5.17.zip",
+        "plugins/debezium-connector-postgres-2.7.4.Final.zip",
+    ]
+    assert all("REPLACE-ME" in str(p["Location"]["S3Location"]["BucketArn"]) for p in plugins)
+
+
+def test_capture_worker_configuration_names_compacted_offsets_topic(dev: dict[str, Any]) -> None:
+    worker = only(dev, "AWS::KafkaConnect::WorkerConfiguration")
+    properties = base64.b64decode(worker["PropertiesFileContent"]).decode()
+    assert "offset.storage.topic=cdclake-dev.connect-offsets\n" in properties
+    assert "config.providers=secretsmanager\n" in properties
+
+
+def test_capture_both_connectors_use_the_worker_configuration(dev: dict[str, Any]) -> None:
+    for role in ("debezium-source", "s3-sink"):
+        connector = _connector(dev, role)
+        assert "WorkerConfigurationArn" in connector["WorkerConfiguration"]
+        assert connector["KafkaConnectVersion"] == "3.7.x"
+        assert connector["KafkaClusterClientAuthentication"] == {"AuthenticationType": "IAM"}
+        assert connector["KafkaClusterEncryptionInTransit"] == {"EncryptionType": "TLS"}
+
+
+def test_capture_debezium_password_through_config_provider(dev: dict[str, Any]) -> None:
+    settings = _connector(dev, "debezium-source")["ConnectorConfiguration"]
+    password = _config_value(settings["database.password"])
+    assert password.startswith("${secretsmanager:") and password.endswith(":password}")
+    # The secret's ARN, URL-encoded at deploy time (the provider splits on ':').
+    assert '"%3A"' in json.dumps(settings["database.password"])
+
+
+def test_capture_no_connector_setting_holds_a_literal_password(dev: dict[str, Any]) -> None:
+    for role in ("debezium-source", "s3-sink"):
+        settings = _connector(dev, role)["ConnectorConfiguration"]
+        for key, value in settings.items():
+            if "password" in key or "secret" in key:
+                assert _config_value(value).startswith("${secretsmanager:"), key
+
+
+def test_capture_debezium_connector_from_config(dev: dict[str, Any]) -> None:
+    settings = _connector(dev, "debezium-source")["ConnectorConfiguration"]
+    assert settings["slot.name"] == "cdclake_msk"
+    assert settings["publication.autocreate.mode"] == "disabled"
+    assert settings["snapshot.mode"] == "initial"
+    assert settings["table.include.list"] == r"public\.customers,public\.orders,public\.order_lines"
+    assert "Fn::GetAtt" in json.dumps(
+        settings["database.hostname"]
+    ) or "Fn::ImportValue" in json.dumps(settings["database.hostname"])
+
+
+def test_capture_s3_sink_from_config(dev: dict[str, Any], prod: dict[str, Any]) -> None:
+    assert _connector(dev, "s3-sink")["ConnectorConfiguration"]["flush.size"] == "1000"
+    sink = _connector(prod, "s3-sink")
+    assert sink["ConnectorConfiguration"]["rotate.interval.ms"] == "300000"
+    assert sink["Capacity"]["ProvisionedCapacity"] == {"McuCount": 2, "WorkerCount": 2}
+
+
+def test_capture_connector_role_reads_only_the_replication_secret(dev: dict[str, Any]) -> None:
+    statements = [
+        s
+        for policy in resources(dev, "AWS::IAM::Policy").values()
+        for s in policy["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in s["Action"]
+    ]
+    assert len(statements) == 1
+    assert "*" not in json.dumps(statements[0]["Resource"])
+
+
+def test_capture_database_ingress_lives_in_capture_stack(synth) -> None:  # type: ignore[no-untyped-def]
+    port = synth("dev").stacks["database"].port
+    ingress = [
+        props
+        for props in resources(
+            synth("dev").template("capture"), "AWS::EC2::SecurityGroupIngress"
+        ).values()
+        if props.get("FromPort") == port
+    ]
+    assert len(ingress) == 1
+    assert "Fn::GetAtt" in ingress[0]["SourceSecurityGroupId"]  # the workers' group, local
+
+
+def test_capture_brokers_reachable_only_on_iam_port(dev: dict[str, Any]) -> None:
+    ports = {
+        props["FromPort"]
+        for props in resources(dev, "AWS::EC2::SecurityGroupIngress").values()
+        if "Fn::ImportValue" not in props["GroupId"]  # the database's group
+    }
+    assert ports == {9098}
+
+
+def test_plugin_location_s3_uri_is_referenced() -> None:
+    stack = cdk.Stack()
+    found = plugin_location(stack, "P", "s3://bucket/plugins/x.zip")
+    assert (found.bucket_name, found.key) == ("bucket", "plugins/x.zip")
+    assert not stack.node.children
+
+
+def test_plugin_location_missing_local_file_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(PluginNotFound, match=r"package_plugins\.sh"):
+        plugin_location(cdk.Stack(), "P", str(tmp_path / "missing.zip"))
+
+
+def test_plugin_location_local_file_becomes_asset(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.zip"
+    plugin.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    stack = cdk.Stack()
+    found = plugin_location(stack, "P", str(plugin))
+    assert found.key.endswith(".zip")
+    assert stack.node.try_find_child("P") is not None
+
+
+def test_capture_no_literal_secret_strings(dev: dict[str, Any]) -> None:
+    assert not [s for s in strings(dev) if "BEGIN PRIVATE KEY" in s or "password=" in s.lower()]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_capture_template_matches_snapshot(synth, snapshot, env: str) -> None:  # type: ignore[no-untyped-def]
+    assert normalized(synth(env).template("capture")["Resources"]) == snapshot

@@ -1,0 +1,157 @@
+"""The fan-out stack: streams, Debezium Server, the Lambda and its mappings, bus and consumers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stacks.components.fan_out import routes
+from tests.cdk.stack_helpers import normalized, only, resources, strings
+
+pytestmark = pytest.mark.cdk
+
+
+@pytest.fixture(scope="module")
+def dev(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return synth("dev").template("fanout")
+
+
+@pytest.fixture(scope="module")
+def prod(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return synth("prod").template("fanout")
+
+
+def _container(template: dict[str, Any]) -> dict[str, Any]:
+    (container,) = only(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
+    return dict(container)
+
+
+def test_fanout_one_encrypted_stream_per_fanout_table(dev: dict[str, Any]) -> None:
+    streams = list(resources(dev, "AWS::Kinesis::Stream").values())
+    assert [s["Name"] for s in streams] == ["cdclake-dev.public.orders"]
+    assert streams[0]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
+    assert streams[0]["StreamEncryption"]["EncryptionType"] == "KMS"
+
+
+def test_fanout_debezium_server_image_and_slot_from_config(dev: dict[str, Any]) -> None:
+    container = _container(dev)
+    assert container["Image"] == "quay.io/debezium/server:2.7.3.Final"
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env["DEBEZIUM_SOURCE_SLOT_NAME"] == "cdclake_fanout"
+    assert env["DEBEZIUM_SINK_TYPE"] == "kinesis"
+    assert env["DEBEZIUM_SOURCE_TABLE_INCLUDE_LIST"] == r"public\.orders"
+
+
+def test_fanout_debezium_server_password_is_an_ecs_secret(dev: dict[str, Any]) -> None:
+    container = _container(dev)
+    secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
+    assert json.dumps(secrets["DEBEZIUM_SOURCE_DATABASE_PASSWORD"]).endswith(':password::"]]}')
+    assert not [e for e in container["Environment"] if "PASSWORD" in e["Name"]]
+
+
+def test_fanout_debezium_server_offsets_on_efs(dev: dict[str, Any]) -> None:
+    task = only(dev, "AWS::ECS::TaskDefinition")
+    (volume,) = task["Volumes"]
+    assert volume["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
+    env = {e["Name"]: e["Value"] for e in _container(dev)["Environment"]}
+    mount = _container(dev)["MountPoints"][0]["ContainerPath"]
+    assert env["DEBEZIUM_SOURCE_OFFSET_STORAGE_FILE_FILENAME"].startswith(mount + "/")
+    assert only(dev, "AWS::EFS::FileSystem")["Encrypted"] is True
+
+
+def test_fanout_debezium_server_health_check_and_logs(dev: dict[str, Any]) -> None:
+    container = _container(dev)
+    assert "/q/health" in " ".join(container["HealthCheck"]["Command"])
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+
+
+def test_fanout_debezium_server_runs_one_task_at_a_time(dev: dict[str, Any]) -> None:
+    service = only(dev, "AWS::ECS::Service")
+    assert service["DesiredCount"] == 1
+    assert service["DeploymentConfiguration"]["MaximumPercent"] == 100
+
+
+def test_fanout_function_environment_from_config(dev: dict[str, Any], synth) -> None:  # type: ignore[no-untyped-def]
+    function = only(dev, "AWS::Lambda::Function")
+    env = function["Environment"]["Variables"]
+    assert json.loads(env["ROUTES"]) == routes(synth("dev").config)
+    assert json.loads(env["ROUTES"])["public.orders"]["source"] == "shop.orders"
+    assert "Ref" in env["EVENT_BUS_NAME"]
+    assert env["CLAIM_CHECK_THRESHOLD_BYTES"] == "200000"
+    assert function["Handler"] == "handler.handler"
+    assert "AWSLambdaPowertoolsPythonV3-python313-arm64" in json.dumps(function["Layers"])
+
+
+def test_fanout_event_source_mapping_bounded_retries(dev: dict[str, Any]) -> None:
+    mapping = only(dev, "AWS::Lambda::EventSourceMapping")
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["MaximumRetryAttempts"] == 5
+    assert mapping["MaximumRecordAgeInSeconds"] == 6 * 3600
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "Fn::GetAtt" in mapping["DestinationConfig"]["OnFailure"]["Destination"]
+
+
+def test_fanout_bus_encrypted_with_archive(dev: dict[str, Any], prod: dict[str, Any]) -> None:
+    assert "Fn::GetAtt" in only(dev, "AWS::Events::EventBus")["KmsKeyIdentifier"]
+    assert only(dev, "AWS::Events::Archive")["RetentionDays"] == 7
+    assert only(prod, "AWS::Events::Archive")["RetentionDays"] == 30
+
+
+def test_fanout_rule_pattern_from_consumer_config(dev: dict[str, Any]) -> None:
+    rule = only(dev, "AWS::Events::Rule")
+    assert rule["EventPattern"] == {
+        "source": ["shop.orders"],
+        "detail-type": ["OrderChanged"],
+        "detail": {"op": ["c", "u", "d"]},
+    }
+
+
+def test_fanout_every_rule_target_has_retry_policy_and_dlq(prod: dict[str, Any]) -> None:
+    targets = [t for rule in resources(prod, "AWS::Events::Rule").values() for t in rule["Targets"]]
+    assert len(targets) == 3  # two SQS queues and one API destination
+    for target in targets:
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
+        assert "Arn" in target["DeadLetterConfig"]
+
+
+def test_fanout_queue_visibility_six_times_consumer_timeout(prod: dict[str, Any]) -> None:
+    timeouts = sorted(
+        q["VisibilityTimeout"]
+        for q in resources(prod, "AWS::SQS::Queue").values()
+        if "RedrivePolicy" in q
+    )
+    assert timeouts == [180, 360]  # billing_webhook 30 s, order_notifications 60 s
+
+
+def test_fanout_queues_encrypted_with_redrive(dev: dict[str, Any]) -> None:
+    queues = resources(dev, "AWS::SQS::Queue").values()
+    assert all("KmsMasterKeyId" in q for q in queues)
+    assert [q["RedrivePolicy"]["maxReceiveCount"] for q in queues if "RedrivePolicy" in q] == [5]
+
+
+def test_fanout_http_connection_reads_secrets_manager(prod: dict[str, Any]) -> None:
+    connection = only(prod, "AWS::Events::Connection")
+    api_key = connection["AuthParameters"]["ApiKeyAuthParameters"]
+    assert api_key["ApiKeyValue"].startswith("{{resolve:secretsmanager:")
+    assert only(prod, "AWS::Events::ApiDestination")["InvocationEndpoint"] == (
+        "https://billing.example.com/hooks/orders"
+    )
+
+
+def test_fanout_alarms_on_iterator_age_and_every_dlq(prod: dict[str, Any], synth) -> None:  # type: ignore[no-untyped-def]
+    alarms = list(resources(prod, "AWS::CloudWatch::Alarm").values())
+    iterator = [a for a in alarms if a["MetricName"] == "IteratorAge"]
+    assert [a["Threshold"] for a in iterator] == [synth("prod").config.fanout.iterator_age_alarm_ms]
+    depth = [a for a in alarms if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
+    assert len(depth) == 1 + 2 * len(synth("prod").config.fanout.consumers)
+
+
+def test_fanout_no_literal_secret_in_template(prod: dict[str, Any]) -> None:
+    assert not [s for s in strings(prod) if "password=" in s.lower()]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_fanout_template_matches_snapshot(synth, snapshot, env: str) -> None:  # type: ignore[no-untyped-def]
+    assert normalized(synth(env).template("fanout")["Resources"]) == snapshot
