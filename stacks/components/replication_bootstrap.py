@@ -156,6 +156,9 @@ class ReplicationBootstrap(Construct):
             automatically_after=cdk.Duration.days(30),
         )
         self.rotation.node.add_dependency(self.resource)
+        schedule = self.replication_secret.node.try_find_child("RotationSchedule")
+        assert schedule is not None, "SecretRotation adds the schedule to the secret"
+        schedule.node.add_dependency(self.resource)
 
         self._acknowledge()
 

@@ -1,0 +1,235 @@
+"""The lake stack: buckets, Glue database, one merge job per lake table, Athena."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cdk.template_queries import as_list, masked, of_type, policy_statements, props, single
+
+pytestmark = pytest.mark.cdk
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def env(request: pytest.FixtureRequest, synth) -> Any:  # type: ignore[no-untyped-def]
+    return synth(request.param)
+
+
+def logical_id(env: Any, construct: Any) -> str:
+    """Logical id of a construct's resource, derived from the construct (never hard-coded)."""
+    stack = env.stacks["lake"]
+    return str(stack.resolve(stack.get_logical_id(construct.node.default_child)))
+
+
+def render(env: Any, value: Any) -> str:
+    """A Fn::Join of strings and bucket Refs as text, buckets named by their stack attribute."""
+    lake = env.stacks["lake"]
+    names = {
+        logical_id(env, lake.change_bucket): "<change_bucket>",
+        logical_id(env, lake.lake_bucket): "<lake_bucket>",
+        logical_id(env, lake.quarantine_bucket): "<quarantine_bucket>",
+        logical_id(env, lake.storage.assets_bucket): "<assets_bucket>",
+    }
+    if isinstance(value, str):
+        return value
+    delimiter, parts = value["Fn::Join"]
+    return delimiter.join(
+        p
+        if isinstance(p, str)
+        else names.get(p.get("Ref") or p.get("Fn::GetAtt", [""])[0], "<token>")
+        for p in parts
+    )
+
+
+def jobs(env: Any) -> dict[str, dict[str, Any]]:
+    found = props(env.template("lake"), "AWS::Glue::Job")
+    return {j["DefaultArguments"]["--table"]: j for j in found}
+
+
+def test_lake_template_matches_snapshot(env: Any, snapshot: Any) -> None:
+    assert masked(env.template("lake")) == snapshot(name=env.env)
+
+
+def test_lake_one_glue_job_per_lake_table(env: Any) -> None:
+    assert sorted(jobs(env)) == sorted(t.name for t in env.config.lake_tables)
+    assert env.config.lake_tables  # the check above is not vacuous
+
+
+def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
+    config = env.config
+    for table in config.lake_tables:
+        job = jobs(env)[table.name]
+        args = {k: render(env, v) for k, v in job["DefaultArguments"].items()}
+        assert args["--changes_path"] == (
+            f"s3://<change_bucket>/topics/{config.prefix}.{table.schema_name}.{table.table_name}/"
+        )
+        assert args["--warehouse_path"] == "s3://<lake_bucket>/warehouse/"
+        assert args["--database"] == config.lake.glue_database
+        assert args["--record_key"] == ",".join(table.primary_key)
+        assert args["--partition_fields"] == ",".join(table.partition_by)
+        assert args["--table_type"] == table.hudi_table_type
+        assert args["--quarantine_path"] == (
+            f"s3://<quarantine_bucket>/{table.schema_name}_{table.table_name}/"
+        )
+        assert args["--format"] == "hudi"
+        assert args["--max_bad_fraction"] == str(config.lake.glue_job.max_bad_fraction)
+        assert args["--datalake-formats"] == "hudi"
+        assert args["--conf"] == (
+            "spark.serializer=org.apache.spark.serializer.KryoSerializer"
+            " --conf spark.sql.hive.convertMetastoreParquet=false"
+        )
+        assert args["--enable-glue-datacatalog"] == "true"
+        assert args["--enable-metrics"] == "true"
+        assert args["--enable-continuous-cloudwatch-log"] == "true"
+        assert args["--job-bookmark-option"] == "job-bookmark-disable"
+        assert args["--extra-py-files"].endswith(".zip")
+        assert job["Command"]["ScriptLocation"].endswith(".py")
+
+
+def test_lake_glue_job_partition_fields_empty_when_unpartitioned(env: Any) -> None:
+    assert jobs(env)["public.order_lines"]["DefaultArguments"]["--partition_fields"] == ""
+    assert jobs(env)["public.orders"]["DefaultArguments"]["--partition_fields"] == "order_date"
+
+
+def test_lake_glue_job_capacity_and_schedule_from_config(env: Any) -> None:
+    job_config = env.config.lake.glue_job
+    triggers = props(env.template("lake"), "AWS::Glue::Trigger")
+    for job in jobs(env).values():
+        assert job["GlueVersion"] == "5.0"
+        assert job["Command"] == {**job["Command"], "Name": "glueetl", "PythonVersion": "3"}
+        assert job["WorkerType"] == job_config.worker_type
+        assert job["NumberOfWorkers"] == job_config.number_of_workers
+        assert job["ExecutionClass"] == ("FLEX" if job_config.flex else "STANDARD")
+        assert job["MaxRetries"] == job_config.max_retries
+        assert job["Timeout"] == job_config.timeout_minutes
+        assert job["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
+        assert "SecurityConfiguration" in job
+    assert len(triggers) == len(env.config.lake_tables)
+    for trigger in triggers:
+        assert trigger["Type"] == "SCHEDULED"
+        assert trigger["Schedule"] == job_config.schedule
+        assert trigger["StartOnCreation"] is True
+
+
+def test_lake_glue_security_configuration_encrypts_logs_and_bookmarks(env: Any) -> None:
+    config = single(env.template("lake"), "AWS::Glue::SecurityConfiguration")
+    encryption = config["EncryptionConfiguration"]
+    assert encryption["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
+    assert encryption["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
+    assert encryption["S3Encryptions"][0]["S3EncryptionMode"] == "SSE-KMS"
+
+
+def test_lake_job_library_asset_has_package_at_root(env: Any) -> None:
+    job = next(iter(jobs(env).values()))
+    zip_key = json.dumps(job["DefaultArguments"]["--extra-py-files"])
+    asset_hash = zip_key.split("/")[-1].split(".zip")[0]
+    staged = Path(env.outdir) / f"asset.{asset_hash}"
+    assert (staged / "cdclake_merge" / "__init__.py").is_file()
+    assert not list(staged.rglob("__pycache__"))
+
+
+def test_lake_buckets_encrypted_private_tls_only(env: Any) -> None:
+    template = env.template("lake")
+    buckets = of_type(template, "AWS::S3::Bucket")
+    assert len(buckets) == 5
+    kms_buckets = 0
+    for bucket in buckets:
+        properties = bucket["Properties"]
+        assert properties["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        rule = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+        algorithm = rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"]
+        if algorithm == "aws:kms":
+            kms_buckets += 1
+            assert "KMSMasterKeyID" in rule["ServerSideEncryptionByDefault"]
+            assert "LoggingConfiguration" in properties
+        else:
+            assert algorithm == "AES256"  # the access-log bucket
+        assert bucket["DeletionPolicy"] == "Retain"
+    assert kms_buckets == 4
+    policies = props(template, "AWS::S3::BucketPolicy")
+    assert len(policies) == 5
+    for policy in policies:
+        denies = [
+            s
+            for s in policy["PolicyDocument"]["Statement"]
+            if s["Effect"] == "Deny"
+            and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+        ]
+        assert denies
+
+
+def test_lake_change_files_expire_after_configured_days(env: Any) -> None:
+    lake = env.stacks["lake"]
+    (bucket,) = [
+        r
+        for k, r in env.template("lake")["Resources"].items()
+        if k == logical_id(env, lake.change_bucket)
+    ]
+    rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    expirations = [r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r]
+    assert expirations == [env.config.lake.change_file_expiration_days]
+
+
+def test_lake_glue_database_named_from_config(env: Any) -> None:
+    database = single(env.template("lake"), "AWS::Glue::Database")
+    assert database["DatabaseInput"]["Name"] == env.config.lake.glue_database
+    assert env.stacks["lake"].glue_database == env.config.lake.glue_database
+
+
+def test_lake_athena_workgroup_results_encrypted_and_enforced(env: Any) -> None:
+    workgroup = single(env.template("lake"), "AWS::Athena::WorkGroup")
+    configuration = workgroup["WorkGroupConfiguration"]
+    assert configuration["EnforceWorkGroupConfiguration"] is True
+    result = configuration["ResultConfiguration"]
+    assert result["EncryptionConfiguration"]["EncryptionOption"] == "SSE_KMS"
+    assert render(env, result["OutputLocation"]) == "s3://<assets_bucket>/athena-results/"
+    assert configuration["EngineVersion"]["SelectedEngineVersion"] == "Athena engine version 3"
+
+
+def test_lake_job_role_least_privilege(env: Any) -> None:
+    template = env.template("lake")
+    roles = [
+        r
+        for r in props(template, "AWS::IAM::Role")
+        if "glue.amazonaws.com" in json.dumps(r["AssumeRolePolicyDocument"])
+    ]
+    assert len(roles) == 1
+    assert "ManagedPolicyArns" not in roles[0]
+    statements = policy_statements(template)
+    actions = [a for s in statements for a in as_list(s["Action"])]
+    assert all("*" not in a for a in actions), [a for a in actions if "*" in a]
+    for statement in statements:
+        if "*" in as_list(statement["Resource"]):
+            assert as_list(statement["Action"]) == ["cloudwatch:PutMetricData"]
+            assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Glue"}}
+    glue_resources = [
+        render(env, r)
+        for s in statements
+        if any(a.startswith("glue:") for a in as_list(s["Action"]))
+        for r in as_list(s["Resource"])
+    ]
+    database = env.config.lake.glue_database
+    assert sorted(r.split(":")[-1] for r in glue_resources) == sorted(
+        ["catalog", f"database/{database}", f"table/{database}/*"]
+    )
+    writes = {
+        render(env, r)
+        for s in statements
+        if "s3:PutObject" in as_list(s["Action"])
+        for r in as_list(s["Resource"])
+    }
+    assert "<change_bucket>" not in " ".join(writes)  # change files are read-only
+    assert writes == {
+        "<lake_bucket>/warehouse/*",
+        "<assets_bucket>/tmp/*",
+        "<assets_bucket>/spark-logs/*",
+        "<quarantine_bucket>/*",
+    }
