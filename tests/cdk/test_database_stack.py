@@ -145,7 +145,8 @@ def test_database_bootstrap_lambda_bundles_pg8000_without_docker(env: Any) -> No
     function = functions[0]
     assert function["Properties"]["Runtime"].startswith("python3.")
     assert "VpcConfig" in function["Properties"]
-    asset = Path(env.outdir) / f"asset.{function['Properties']['Code']['S3Key'].removesuffix('.zip')}"
+    asset_hash = function["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    asset = Path(env.outdir) / f"asset.{asset_hash}"
     assert (asset / "lambdas" / "bootstrap" / "handler.py").is_file()
     assert (asset / "lambdas" / "bootstrap" / "sql.py").is_file()
     assert (asset / "lambdas" / "__init__.py").is_file()
