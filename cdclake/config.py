@@ -153,13 +153,16 @@ class ReplicationConfig(_Model):
 
 
 class DatabaseAlarms(_Model):
+    notify_email: str | None = Field(
+        default=None, description="subscribed to the alarm topic; None leaves it to you"
+    )
     replication_slot_lag_bytes: int = Field(default=5 * 1024**3, ge=1)
     transaction_logs_disk_usage_bytes: int = Field(default=10 * 1024**3, ge=1)
 
 
 class DatabaseConfig(_Model):
     name: Identifier = "app"
-    engine_version: Annotated[str, StringConstraints(pattern=r"^16\.\d+$")] = "16.6"
+    engine_version: Annotated[str, StringConstraints(pattern=r"^16\.\d+$")] = "16.13"
     instance_class: str = "r6g.large"
     instances: int = Field(default=1, ge=1, le=15)
     backup_retention_days: int = Field(default=7, ge=1, le=35)
@@ -252,7 +255,7 @@ class ConsumerConfig(_Model):
 
     name: Identifier
     tables: list[str] = Field(min_length=1)
-    ops: list[Op] = Field(default_factory=lambda: ["c", "u", "d"])
+    ops: list[Op] = Field(default_factory=lambda: list[Op](["c", "u", "d"]))
     consumer_timeout_seconds: int = Field(default=30, ge=1, le=900)
     http: HttpTarget | None = None
 

@@ -8,6 +8,7 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from constructs import Construct
 
 from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
@@ -51,6 +52,10 @@ class DatabaseAlarms(Construct):
             master_key=key,
             enforce_ssl=True,
         )
+
+        # Optional on-call address from config (it confirms the subscription by email).
+        if config.notify_email:
+            self.topic.add_subscription(sns_subscriptions.EmailSubscription(config.notify_email))
 
         def writer_metric(name: str) -> cloudwatch.Metric:
             return cloudwatch.Metric(

@@ -214,11 +214,6 @@ def test_database_operator_access_host_ssm_only(env: Any) -> None:
     assert any("AmazonSSMManagedInstanceCore" in m for m in managed)
 
 
-@pytest.mark.xfail(
-    reason="config/*.yaml pins Aurora PostgreSQL 16.6, which AWS deprecated; bump "
-    "database.engine_version (e.g. to 16.13) and this passes",
-    strict=False,
-)
 def test_database_engine_version_not_deprecated(env: Any) -> None:
     from importlib.resources import files
 
@@ -229,3 +224,16 @@ def test_database_engine_version_not_deprecated(env: Any) -> None:
     start = text.index('"aurora-postgresql"')
     versions = json.loads("[" + text[text.index("[", start) + 1 : text.index("]", start)] + "]")
     assert env.config.database.engine_version not in versions
+
+
+def test_database_alarm_topic_subscribes_configured_email(synth) -> None:  # type: ignore[no-untyped-def]
+    def emails(env: str) -> list[str]:
+        template = synth(env).template("database")
+        return [
+            r["Properties"]["Endpoint"]
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::SNS::Subscription" and r["Properties"]["Protocol"] == "email"
+        ]
+
+    assert emails("prod") == [synth("prod").config.database.alarms.notify_email]
+    assert emails("dev") == []
