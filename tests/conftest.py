@@ -66,3 +66,13 @@ def synth(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
         return _SYNTHS[env]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The one local SparkSession (embedded Hive metastore) shared by every Spark test."""
+    from cdclake_merge.session import local_session
+
+    session = local_session(tmp_path_factory.mktemp("spark-warehouse"), app_name="cdclake-tests")
+    yield session
+    session.stop()

@@ -417,11 +417,11 @@ def _check_decimal(number: Decimal, spark_type: str) -> str:
         quantized = number.quantize(Decimal(1).scaleb(-scale))
     except InvalidOperation:
         quantized = None
+    hint = " (set column_types: {column: string} to keep it as exact text)"
     if quantized is None or quantized != number:
-        raise BadRecord(f"{number} has more than {scale} fractional digits for {spark_type}")
+        raise BadRecord(f"{number} has more than {scale} fractional digits for {spark_type}{hint}")
     integer_digits = 0 if quantized.is_zero() else max(quantized.adjusted() + 1, 0)
     if integer_digits > precision - scale:
-        hint = " (set column_types: {column: string} to keep it as text)"
         raise BadRecord(f"{number} does not fit {spark_type}{hint}")
     return format(quantized, "f")
 

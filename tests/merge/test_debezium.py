@@ -1,0 +1,292 @@
+"""The line parser: shapes, ops, ordering positions, logical types, bad records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdclake_merge.debezium import TableSpec, parse_line, parse_value
+from tests.merge.events import decimal_b64, envelope, line, with_schema
+
+SPEC = TableSpec(primary_key=("id",))
+
+
+def field(name: str, type_: str, logical: str | None = None, **params: str) -> dict[str, object]:
+    f: dict[str, object] = {"field": name, "type": type_, "optional": True}
+    if logical:
+        f["name"] = logical
+    if params:
+        f["parameters"] = params
+    return f
+
+
+def decode(value: object, schema_field: dict[str, object]) -> object:
+    event = with_schema(
+        envelope("c", lsn=10, after={"id": 1, "v": value}),
+        [field("id", "int32"), {**schema_field, "field": "v"}],
+    )
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "event", outcome.reason
+    assert outcome.change is not None and outcome.change.row is not None
+    return outcome.change.row["v"], dict(outcome.change.columns)["v"]
+
+
+def test_parse_line_blank_line_is_skipped_with_reason() -> None:
+    assert (parse_line("\r", SPEC).kind, parse_line("  ", SPEC).reason) == ("skip", "blank line")
+
+
+def test_parse_line_null_tombstone_is_skipped_with_reason() -> None:
+    outcome = parse_line("null", SPEC)
+    assert (outcome.kind, outcome.reason) == ("skip", "tombstone (null value)")
+
+
+def test_parse_line_invalid_json_is_bad_with_reason() -> None:
+    outcome = parse_line('{"op": "c",', SPEC)
+    assert outcome.kind == "bad"
+    assert outcome.reason is not None and outcome.reason.startswith("not valid JSON")
+
+
+def test_parse_value_envelope_update_takes_after_image() -> None:
+    outcome = parse_value(envelope("u", lsn=42, commit=40, after={"id": 7, "name": "x"}), SPEC)
+    change = outcome.change
+    assert change is not None
+    assert (change.op, change.commit_lsn, change.lsn) == ("u", 40, 42)
+    assert change.row == {"id": 7, "name": "x"}
+
+
+def test_parse_value_delete_takes_key_from_before_image() -> None:
+    outcome = parse_value(envelope("d", lsn=50, before={"id": 7}), SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.op, outcome.change.row) == ("d", {"id": 7})
+
+
+def test_parse_value_delete_without_before_is_bad() -> None:
+    outcome = parse_value(envelope("d", lsn=50), SPEC)
+    assert outcome.kind == "bad"
+    assert "deleted key is unknown" in (outcome.reason or "")
+
+
+def test_parse_value_snapshot_sequence_without_commit_orders_by_lsn() -> None:
+    outcome = parse_value(envelope("r", lsn=30, after={"id": 1}), SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.commit_lsn, outcome.change.lsn) == (30, 30)
+
+
+def test_parse_value_truncate_has_no_row() -> None:
+    outcome = parse_value(envelope("t", lsn=99), SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.op, outcome.change.row) == ("t", None)
+
+
+def test_parse_value_message_op_is_skipped() -> None:
+    outcome = parse_value(envelope("m", lsn=99), SPEC)
+    assert (outcome.kind, outcome.reason) == ("skip", "logical decoding message (op m)")
+
+
+def test_parse_value_unknown_op_is_bad() -> None:
+    outcome = parse_value(envelope("x", lsn=99, after={"id": 1}), SPEC)
+    assert (outcome.kind, outcome.reason) == ("bad", "unknown op 'x'")
+
+
+def test_parse_value_missing_key_is_bad() -> None:
+    outcome = parse_value(envelope("c", lsn=1, after={"name": "no id"}), SPEC)
+    assert (outcome.kind, outcome.reason) == ("bad", "key column 'id' is missing or null")
+
+
+def test_parse_value_missing_lsn_is_bad() -> None:
+    event = envelope("c", lsn=1, after={"id": 1})
+    del event["source"]["lsn"]
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "bad" and "cannot be ordered" in (outcome.reason or "")
+
+
+def test_parse_value_lsn_beyond_int64_is_bad() -> None:
+    event = envelope("c", lsn=1, after={"id": 1})
+    event["source"]["lsn"] = -9223372036854776000
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "bad" and "outside the range" in (outcome.reason or "")
+
+
+def test_parse_value_toast_placeholder_is_flagged_and_nulled() -> None:
+    after = {"id": 1, "bio": "__debezium_unavailable_value", "name": "n"}
+    outcome = parse_value(envelope("u", lsn=5, after=after), SPEC)
+    assert outcome.change is not None
+    assert outcome.change.toast_columns == ("bio",)
+    assert outcome.change.row == {"id": 1, "bio": None, "name": "n"}
+
+
+def test_parse_value_toast_placeholder_bytes_form_is_flagged() -> None:
+    after = {"id": 1, "blob": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="}
+    outcome = parse_value(envelope("u", lsn=5, after=after), SPEC)
+    assert outcome.change is not None and outcome.change.toast_columns == ("blob",)
+
+
+def test_parse_value_excluded_column_is_dropped() -> None:
+    spec = TableSpec(primary_key=("id",), exclude_columns=frozenset({"secret"}))
+    outcome = parse_value(envelope("c", lsn=5, after={"id": 1, "secret": "x"}), spec)
+    assert outcome.change is not None and outcome.change.row == {"id": 1}
+
+
+def test_parse_value_flattened_delete_uses_deleted_flag() -> None:
+    record = {"id": 3, "name": None, "__op": "d", "__lsn": 77, "__deleted": "true"}
+    outcome = parse_value(record, SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.op, outcome.change.lsn, outcome.change.row) == (
+        "d",
+        77,
+        {"id": 3, "name": None},
+    )
+
+
+def test_parse_value_flattened_without_lsn_is_bad() -> None:
+    outcome = parse_value({"id": 3, "__op": "c", "__deleted": "false"}, SPEC)
+    assert outcome.kind == "bad" and "__lsn" in (outcome.reason or "")
+
+
+def test_parse_value_schema_wrapper_with_null_payload_is_tombstone() -> None:
+    outcome = parse_value({"schema": None, "payload": None}, SPEC)
+    assert outcome.kind == "skip"
+
+
+@pytest.mark.parametrize(
+    ("value", "schema_field", "expected"),
+    [
+        (decimal_b64("12.50", 2), field("v", "bytes", "org.apache.kafka.connect.data.Decimal",
+         scale="2", **{"connect.decimal.precision": "10"}), ("12.50", "decimal(10,2)")),
+        (decimal_b64("-0.07", 2), field("v", "bytes", "org.apache.kafka.connect.data.Decimal",
+         scale="2", **{"connect.decimal.precision": "5"}), ("-0.07", "decimal(5,2)")),
+        ({"scale": 3, "value": decimal_b64("1.234", 3)},
+         field("v", "struct", "io.debezium.data.VariableScaleDecimal"),
+         ("1.234000000000000000", "decimal(38,18)")),
+        (19000, field("v", "int32", "io.debezium.time.Date"), (19000, "date")),
+        (1_700_000_000_123, field("v", "int64", "io.debezium.time.Timestamp"),
+         (1_700_000_000_123_000, "timestamp")),
+        (1_700_000_000_123_456, field("v", "int64", "io.debezium.time.MicroTimestamp"),
+         (1_700_000_000_123_456, "timestamp")),
+        (1_700_000_000_123_456_789, field("v", "int64", "io.debezium.time.NanoTimestamp"),
+         (1_700_000_000_123_456, "timestamp")),
+        ("2024-01-01T10:00:00.123456Z", field("v", "string", "io.debezium.time.ZonedTimestamp"),
+         (1_704_103_200_123_456, "timestamp")),
+        ("2024-01-01T12:00:00+02:00", field("v", "string", "io.debezium.time.ZonedTimestamp"),
+         (1_704_103_200_000_000, "timestamp")),
+        (64_834_000_000, field("v", "int64", "io.debezium.time.MicroTime"),
+         ("18:00:34.000000", "string")),
+        (64_838_000, field("v", "int32", "io.debezium.time.Time"), ("18:00:38.000000", "string")),
+        ('{"a": 1}', field("v", "string", "io.debezium.data.Json"), ('{"a": 1}', "string")),
+        ("b1e8", field("v", "string", "io.debezium.data.Uuid"), ("b1e8", "string")),
+        ([1, 2], field("v", "array"), ("[1,2]", "string")),
+        (7, field("v", "int16"), (7, "smallint")),
+        (7, field("v", "int64"), (7, "bigint")),
+        (1.5, field("v", "float"), (1.5, "float")),
+        (True, field("v", "boolean"), (True, "boolean")),
+        ("AQI=", field("v", "bytes"), ("AQI=", "binary")),
+    ],
+)
+def test_schema_decoder_logical_type_decodes_to_canonical_value(
+    value: object, schema_field: dict[str, object], expected: tuple[object, str]
+) -> None:
+    assert decode(value, schema_field) == expected
+
+
+def test_schema_decoder_decimal_beyond_precision_is_bad() -> None:
+    schema_field = field(
+        "v", "bytes", "org.apache.kafka.connect.data.Decimal", scale="0",
+        **{"connect.decimal.precision": "2"},
+    )
+    event = with_schema(
+        envelope("c", lsn=10, after={"id": 1, "v": decimal_b64("123", 0)}),
+        [field("id", "int32"), {**schema_field, "field": "v"}],
+    )
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "bad"
+    assert outcome.reason is not None and "column 'v'" in outcome.reason
+    assert "does not fit decimal(2,0)" in outcome.reason
+
+
+def test_schema_decoder_variable_scale_too_large_suggests_string() -> None:
+    value = {"scale": 25, "value": decimal_b64("1.0000000000000000000000001", 25)}
+    event = with_schema(
+        envelope("c", lsn=10, after={"id": 1, "v": value}),
+        [field("id", "int32"), field("v", "struct", "io.debezium.data.VariableScaleDecimal")],
+    )
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "bad" and "more than 18 fractional digits" in (outcome.reason or "")
+    assert "column_types" in (outcome.reason or "")
+
+
+def test_schema_decoder_variable_scale_configured_string_keeps_exact_text() -> None:
+    spec = TableSpec(primary_key=("id",), column_types={"v": "string"})
+    event = with_schema(
+        envelope("c", lsn=10, after={"id": 1, "v": {"scale": 25, "value": decimal_b64("1", 25)}}),
+        [field("id", "int32"), field("v", "struct", "io.debezium.data.VariableScaleDecimal")],
+    )
+    outcome = parse_value(event, spec)
+    assert outcome.change is not None and outcome.change.row is not None
+    assert outcome.change.row["v"] == "1.0000000000000000000000000"
+
+
+def test_schema_decoder_wrong_value_type_is_bad_naming_column() -> None:
+    event = with_schema(
+        envelope("c", lsn=10, after={"id": 1, "v": "seven"}),
+        [field("id", "int32"), field("v", "int32")],
+    )
+    outcome = parse_value(event, SPEC)
+    assert outcome.kind == "bad"
+    assert outcome.reason == "column 'v': expected an integer, got 'seven'"
+
+
+@pytest.mark.parametrize(
+    ("value", "spark_type", "expected"),
+    [
+        (19000, "date", 19000),
+        ("2022-01-08", "date", 19000),
+        (1_700_000_000_123, "timestamp", 1_700_000_000_123_000),  # ms
+        (1_700_000_000_123_456, "timestamp", 1_700_000_000_123_456),  # µs
+        ("2024-01-01T10:00:00Z", "timestamp", 1_704_103_200_000_000),
+        ("12.5", "decimal(5,2)", "12.50"),
+        (decimal_b64("12.50", 2), "decimal(5,2)", "12.50"),
+        (3, "bigint", 3),
+    ],
+)
+def test_configured_types_decode_schemaless_values(
+    value: object, spark_type: str, expected: object
+) -> None:
+    spec = TableSpec(primary_key=("id",), column_types={"v": spark_type})
+    outcome = parse_value(envelope("c", lsn=1, after={"id": 1, "v": value}), spec)
+    assert outcome.change is not None and outcome.change.row is not None
+    assert outcome.change.row["v"] == expected
+    assert dict(outcome.change.columns)["v"] == spark_type
+
+
+def test_inferred_types_without_schema_or_config() -> None:
+    after = {"id": 1, "f": 1.5, "b": True, "s": "x", "n": None, "o": {"k": 1}}
+    outcome = parse_value(envelope("c", lsn=1, after=after), SPEC)
+    assert outcome.change is not None
+    assert dict(outcome.change.columns) == {
+        "id": "bigint",
+        "f": "double",
+        "b": "boolean",
+        "s": "string",
+        "n": "void",
+        "o": "string",
+    }
+    assert outcome.change.row is not None and outcome.change.row["o"] == json.dumps(
+        {"k": 1}, separators=(",", ":")
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[]", "42", '"x"', '{"payload": 5, "schema": {}}', '{"op": "c", "source": "x"}',
+     '{"op": "u", "source": {"lsn": 1}, "after": [1]}', '{"after": {"id": 1}}'],
+)
+def test_parse_line_malformed_events_are_bad_not_raised(text: str) -> None:
+    outcome = parse_line(text, SPEC)
+    assert outcome.kind == "bad" and outcome.reason
+
+
+def test_parse_line_key_order_does_not_matter() -> None:
+    event = envelope("c", lsn=3, after={"id": 1})
+    reordered = dict(reversed(list(event.items())))
+    assert parse_line(line(reordered), SPEC) == parse_line(line(event), SPEC)

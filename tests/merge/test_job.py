@@ -1,0 +1,233 @@
+"""Whole runs against the snapshot table: checkpoints, reruns, truncates, schemas, bad lines."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdclake_merge.export import rows_as_json
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, run_merge
+from cdclake_merge.snapshot_table import SnapshotTable
+from cdclake_merge.storage import LocalFileSystem
+from tests.merge.events import envelope, line, with_schema
+
+pytestmark = pytest.mark.spark
+_tables = itertools.count()
+
+
+class Lake:
+    """A changes folder and a table, written to and merged like the CLI does."""
+
+    def __init__(self, spark: Any, root: Path, **options: Any) -> None:
+        self.spark, self.root = spark, root
+        self.changes = root / "changes"
+        self.table = f"t{next(_tables)}.orders"
+        self.fs = LocalFileSystem()
+        self.sink = SnapshotTable(self.fs, str(root / "warehouse"), self.table)
+        self.options = MergeOptions(
+            table=self.table, key=("id",), changes=str(self.changes), **options
+        )
+
+    def write(self, name: str, events: list[Any], partition: int = 0) -> Path:
+        folder = self.changes / "topics" / "app.public.orders" / f"partition={partition}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_text("".join((e if isinstance(e, str) else line(e)) + "\n" for e in events))
+        return path
+
+    def merge(self):  # type: ignore[no-untyped-def]
+        return run_merge(lambda: self.spark, self.fs, self.sink, self.options)
+
+    def rows(self) -> list[dict[str, Any]]:
+        state = self.sink.load()
+        live = self.sink.read_live(self.spark, state)
+        if live is None:
+            return []
+        return [json.loads(r) for r in rows_as_json(live, ("id",))]
+
+    def visible(self) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.rows()]
+
+
+@pytest.fixture
+def lake(spark, tmp_path: Path) -> Lake:  # type: ignore[no-untyped-def]
+    return Lake(spark, tmp_path)
+
+
+def c(id_: int, name: str, lsn: int, **extra: Any) -> dict[str, Any]:
+    return envelope("c", lsn=lsn, after={"id": id_, "name": name, **extra})
+
+
+def u(id_: int, name: str, lsn: int, **extra: Any) -> dict[str, Any]:
+    return envelope("u", lsn=lsn, after={"id": id_, "name": name, **extra})
+
+
+def d(id_: int, lsn: int) -> dict[str, Any]:
+    return envelope("d", lsn=lsn, before={"id": id_})
+
+
+def test_run_merge_applies_upserts_and_deletes(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10), c(2, "b", 11), u(1, "a2", 12), d(2, 13), "null"])
+    result = lake.merge()
+    assert (result.upserts, result.deletes, result.skipped) == (1, 1, 1)
+    assert lake.visible() == [{"id": 1, "name": "a2"}]
+
+
+def test_run_merge_rerun_on_same_input_commits_nothing(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10)])
+    first = lake.merge()
+    exported = lake.rows()
+    again = lake.merge()
+    assert (again.committed, again.version) == (False, first.version)
+    assert lake.rows() == exported
+
+
+def test_run_merge_overlapping_input_applies_only_new_files(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10)])
+    lake.merge()
+    lake.write("b.json", [u(1, "b", 20)])
+    result = lake.merge()
+    assert (result.files_applied, result.events_read) == (1, 1)
+    assert lake.visible() == [{"id": 1, "name": "b"}]
+
+
+def test_run_merge_no_new_input_does_not_open_applied_files(lake: Lake) -> None:
+    applied = lake.write("a.json", [c(1, "a", 10)])
+    lake.merge()
+    applied.chmod(0)  # unreadable: opening it would fail the run
+    try:
+        assert lake.merge().committed is False
+    finally:
+        applied.chmod(0o644)
+
+
+def test_run_merge_late_older_event_in_later_run_is_ignored(lake: Lake) -> None:
+    lake.write("a.json", [u(1, "newer", 50)])
+    lake.merge()
+    lake.write("b.json", [u(1, "older", 40)], partition=1)
+    result = lake.merge()
+    assert result.stale_skipped == 1
+    assert lake.visible() == [{"id": 1, "name": "newer"}]
+
+
+def test_run_merge_redelivered_events_after_delete_do_not_resurrect(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10), d(1, 20)])
+    lake.merge()
+    lake.write("b.json", [c(1, "a", 10)])  # connector restart redelivers the insert
+    lake.merge()
+    assert lake.visible() == []
+
+
+def test_run_merge_truncate_removes_older_rows_of_other_partitions_in_later_runs(
+    lake: Lake,
+) -> None:
+    lake.write("p0.json", [c(1, "before", 10), envelope("t", lsn=30), c(2, "after", 40)])
+    lake.merge()
+    lake.write("p1.json", [c(3, "older-from-p1", 20)], partition=1)
+    lake.merge()
+    assert lake.visible() == [{"id": 2, "name": "after"}]
+
+
+def test_run_merge_toast_placeholder_keeps_value_across_runs(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10, bio="x" * 3000)])
+    lake.merge()
+    lake.write("b.json", [u(1, "b", 20, bio="__debezium_unavailable_value")])
+    lake.merge()
+    assert lake.visible() == [{"id": 1, "name": "b", "bio": "x" * 3000}]
+
+
+def test_run_merge_added_column_appears_with_nulls_for_earlier_rows(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10)])
+    lake.merge()
+    lake.write("b.json", [c(2, "b", 20, email="b@example.com")])
+    lake.merge()
+    assert lake.visible() == [
+        {"id": 1, "name": "a", "email": None},
+        {"id": 2, "name": "b", "email": "b@example.com"},
+    ]
+
+
+def test_run_merge_dropped_column_stays_null_in_later_rows(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10, email="a@x")])
+    lake.merge()
+    lake.write("b.json", [envelope("u", lsn=20, after={"id": 1})])
+    lake.merge()
+    assert lake.visible() == [{"id": 1, "name": None, "email": None}]
+
+
+def _typed(id_: int, lsn: int, value: Any, kafka_type: str) -> dict[str, Any]:
+    return with_schema(
+        envelope("c", lsn=lsn, after={"id": id_, "v": value}),
+        [{"field": "id", "type": "int32"}, {"field": "v", "type": kafka_type, "optional": True}],
+    )
+
+
+def test_run_merge_int32_to_int64_widens(lake: Lake) -> None:
+    lake.write("a.json", [_typed(1, 10, 5, "int32")])
+    lake.merge()
+    lake.write("b.json", [_typed(2, 20, 2**40, "int64")])
+    lake.merge()
+    assert [r["v"] for r in lake.visible()] == [5, 2**40]
+    assert dict(lake.sink.load().columns)["v"] == "bigint"
+
+
+def test_run_merge_float32_to_float64_widens(lake: Lake) -> None:
+    lake.write("a.json", [_typed(1, 10, 1.5, "float")])
+    lake.merge()
+    lake.write("b.json", [_typed(2, 20, 2.25, "double")])
+    lake.merge()
+    assert dict(lake.sink.load().columns)["v"] == "double"
+
+
+def test_run_merge_incompatible_type_change_fails_without_commit(lake: Lake) -> None:
+    lake.write("a.json", [_typed(1, 10, "text", "string")])
+    first = lake.merge()
+    lake.write("b.json", [_typed(2, 20, 7, "int32")])
+    with pytest.raises(MergeError, match=r"table t\d+\.orders: column 'v' changed type from string to int"):
+        lake.merge()
+    assert lake.sink.load().version == first.version
+
+
+def test_run_merge_bad_lines_are_quarantined_and_good_lines_applied(lake: Lake) -> None:
+    lake.options = MergeOptions(
+        table=lake.table, key=("id",), changes=str(lake.changes), max_bad_fraction=0.9
+    )
+    lake.write("a.json", [c(1, "a", 10), "{not json", envelope("x", lsn=11, after={"id": 2})])
+    result = lake.merge()
+    assert (result.upserts, result.quarantined) == (1, 2)
+    manifest = lake.sink.load().manifest
+    records = [
+        json.loads(text)
+        for path in Path(manifest["quarantine"]).glob("*.json")
+        for text in path.read_text().splitlines()
+    ]
+    assert sorted((r["line"], r["reason"].split(":")[0]) for r in records) == [
+        (2, "not valid JSON"),
+        (3, "unknown op 'x'"),
+    ]
+    assert all(r["source_file"].endswith("a.json") and r["raw"] for r in records)
+
+
+def test_run_merge_too_many_bad_lines_fails_without_commit(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10), "garbage", "more garbage"])
+    with pytest.raises(TooManyBadRecords, match=r"2 of 3 lines .* nothing committed"):
+        lake.merge()
+    assert lake.sink.load().version == 0
+    failed = list(Path(lake.sink.quarantine_root).glob("failed-*/*.json"))
+    assert failed, "the bad lines of a failed run are kept for inspection"
+
+
+def test_run_merge_every_line_is_accounted_for(lake: Lake) -> None:
+    lake.options = MergeOptions(
+        table=lake.table, key=("id",), changes=str(lake.changes), max_bad_fraction=1.0
+    )
+    events = [c(1, "a", 10), "", "null", "bad", envelope("m", lsn=3), u(1, "b", 5), u(1, "c", 20)]
+    lake.write("a.json", events)
+    result = lake.merge()
+    assert result.lines == len(events)
+    assert result.events_read + result.skipped + result.quarantined == result.lines
+    assert (result.applied, result.stale_skipped) == (3, 0)

@@ -1,0 +1,205 @@
+"""One test per CDC rule, on tiny inline DataFrames (the pure transforms)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from chispa import assert_df_equality
+
+from cdclake_merge.debezium import TableSpec
+from cdclake_merge.transforms import (
+    apply_changes,
+    changed_rows,
+    decode_events,
+    drop_truncated,
+    fill_toast,
+    fresh_events,
+    latest_per_key,
+    order_key,
+    parse_lines,
+    split_lines,
+    truncate_order,
+    truncated_rows,
+)
+from tests.merge.events import envelope, line
+
+pytestmark = pytest.mark.spark
+
+KEY = ("id",)
+COLUMNS = [("id", "int"), ("name", "string"), ("bio", "string")]
+EVENT_DDL = (
+    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
+    "_cdc_source_ts timestamp, _cdc_toast array<string>"
+)
+STATE_DDL = (
+    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
+    "_cdc_source_ts timestamp, _cdc_deleted boolean"
+)
+TS = dt.datetime(2024, 1, 1, 10, 0, 0)
+
+
+def o(lsn: int, commit: int | None = None) -> str:
+    return order_key(lsn if commit is None else commit, lsn)
+
+
+def ev(id_, name, bio, lsn, op="u", commit=None, toast=(), ts=TS):  # type: ignore[no-untyped-def]
+    return (id_, name, bio, o(lsn, commit), lsn, op, ts, list(toast))
+
+
+def st(id_, name, bio, lsn, op="u", deleted=False):  # type: ignore[no-untyped-def]
+    return (id_, name, bio, o(lsn), lsn, op, TS, deleted)
+
+
+def fold(spark, events, state=(), toast=()):  # type: ignore[no-untyped-def]
+    events_df = spark.createDataFrame(list(events), EVENT_DDL)
+    state_df = spark.createDataFrame(list(state), STATE_DDL)
+    fresh = fresh_events(events_df, state_df, KEY)
+    latest = fill_toast(latest_per_key(fresh, KEY, COLUMNS, list(toast)), state_df, KEY, list(toast))
+    return latest, state_df
+
+
+def names(frame):  # type: ignore[no-untyped-def]
+    return sorted((r["id"], r["name"]) for r in frame.collect())
+
+
+def test_latest_per_key_higher_lsn_wins_over_later_ts_ms(spark) -> None:  # type: ignore[no-untyped-def]
+    later_clock = TS + dt.timedelta(seconds=5)
+    latest, _ = fold(spark, [ev(1, "new", None, 20), ev(1, "old", None, 10, ts=later_clock)])
+    assert names(latest) == [(1, "new")]
+
+
+def test_latest_per_key_commit_lsn_orders_before_change_lsn(spark) -> None:  # type: ignore[no-untyped-def]
+    # The second transaction committed later although its change LSN is lower.
+    events = [ev(1, "first-tx", None, 95, commit=50), ev(1, "second-tx", None, 90, commit=100)]
+    latest, _ = fold(spark, events)
+    assert names(latest) == [(1, "second-tx")]
+
+
+def test_latest_per_key_redelivered_duplicate_changes_nothing(spark) -> None:  # type: ignore[no-untyped-def]
+    once, _ = fold(spark, [ev(1, "a", None, 10), ev(1, "b", None, 20)])
+    twice, _ = fold(spark, [ev(1, "a", None, 10), ev(1, "b", None, 20), ev(1, "b", None, 20)])
+    assert_df_equality(once.drop("_events"), twice.drop("_events"), ignore_row_order=True)
+    assert [r["_events"] for r in twice.collect()] == [3]
+
+
+def test_fresh_events_older_than_stored_row_are_ignored(spark) -> None:  # type: ignore[no-untyped-def]
+    latest, _ = fold(spark, [ev(1, "late-old", None, 10)], state=[st(1, "stored", None, 30)])
+    assert latest.count() == 0
+
+
+def test_fresh_events_same_order_as_stored_row_are_ignored(spark) -> None:  # type: ignore[no-untyped-def]
+    latest, _ = fold(spark, [ev(1, "stored", None, 30)], state=[st(1, "stored", None, 30)])
+    assert latest.count() == 0
+
+
+def test_fresh_events_older_than_tombstone_do_not_resurrect(spark) -> None:  # type: ignore[no-untyped-def]
+    tombstone = st(1, None, None, 40, op="d", deleted=True)
+    latest, _ = fold(spark, [ev(1, "ghost", None, 35, op="c")], state=[tombstone])
+    assert latest.count() == 0
+
+
+def test_fresh_events_newer_than_tombstone_reinsert(spark) -> None:  # type: ignore[no-untyped-def]
+    tombstone = st(1, None, None, 40, op="d", deleted=True)
+    latest, _ = fold(spark, [ev(1, "back", None, 45, op="c")], state=[tombstone])
+    assert names(latest) == [(1, "back")]
+
+
+def test_changed_rows_delete_becomes_tombstone_with_key_only(spark) -> None:  # type: ignore[no-untyped-def]
+    latest, _ = fold(spark, [ev(1, "x", "y", 10, op="c"), ev(1, "x", "y", 20, op="d")])
+    row = changed_rows(latest, KEY, COLUMNS).collect()[0]
+    assert (row["id"], row["name"], row["bio"], row["_cdc_deleted"], row["_cdc_op"]) == (
+        1, None, None, True, "d"
+    )
+
+
+def test_apply_changes_upserts_and_keeps_untouched_rows(spark) -> None:  # type: ignore[no-untyped-def]
+    state = [st(1, "keep", None, 5), st(2, "old", None, 6)]
+    latest, state_df = fold(spark, [ev(2, "new", None, 10), ev(3, "added", None, 11, op="c")], state)
+    result = apply_changes(state_df, changed_rows(latest, KEY, COLUMNS), KEY)
+    assert names(result) == [(1, "keep"), (2, "new"), (3, "added")]
+
+
+def test_apply_changes_primary_key_change_moves_the_row(spark) -> None:  # type: ignore[no-untyped-def]
+    state = [st(1, "row", None, 5)]
+    moved = [ev(1, None, None, 10, op="d"), ev(2, "row", None, 10, op="c")]
+    latest, state_df = fold(spark, moved, state)
+    result = apply_changes(state_df, changed_rows(latest, KEY, COLUMNS), KEY)
+    live = [(r["id"], r["name"]) for r in result.collect() if not r["_cdc_deleted"]]
+    assert live == [(2, "row")]
+
+
+def test_fill_toast_takes_earlier_value_from_same_run(spark) -> None:  # type: ignore[no-untyped-def]
+    events = [ev(1, "a", "long bio", 10), ev(1, "b", None, 20, toast=["bio"])]
+    latest, _ = fold(spark, events, toast=["bio"])
+    row = latest.collect()[0]
+    assert (row["name"], row["bio"], row["_cdc_toast"]) == ("b", "long bio", [])
+
+
+def test_fill_toast_takes_stored_value_when_run_has_none(spark) -> None:  # type: ignore[no-untyped-def]
+    latest, _ = fold(
+        spark, [ev(1, "b", None, 20, toast=["bio"])], [st(1, "a", "stored bio", 5)], ["bio"]
+    )
+    assert latest.collect()[0]["bio"] == "stored bio"
+
+
+def test_fill_toast_keeps_real_null_that_is_newer(spark) -> None:  # type: ignore[no-untyped-def]
+    events = [ev(1, "a", None, 10), ev(1, "b", None, 20, toast=["bio"])]
+    latest, _ = fold(spark, events, [st(1, "s", "stored", 5)], ["bio"])
+    assert latest.collect()[0]["bio"] is None  # bio was set to NULL at lsn 10
+
+
+def test_fill_toast_without_any_previous_value_is_flagged(spark) -> None:  # type: ignore[no-untyped-def]
+    latest, _ = fold(spark, [ev(1, "b", None, 20, toast=["bio"])], toast=["bio"])
+    assert latest.collect()[0]["_cdc_toast"] == ["bio"]
+
+
+def test_drop_truncated_removes_rows_changed_before_the_truncate(spark) -> None:  # type: ignore[no-untyped-def]
+    state = spark.createDataFrame([st(1, "before", None, 5), st(2, "after", None, 50)], STATE_DDL)
+    assert names(drop_truncated(state, o(20))) == [(2, "after")]
+
+
+def test_truncated_rows_are_deletions_for_change_sinks(spark) -> None:  # type: ignore[no-untyped-def]
+    state = spark.createDataFrame([st(1, "before", None, 5), st(2, "after", None, 50)], STATE_DDL)
+    changed = changed_rows(fold(spark, [ev(3, "new", None, 60, op="c")])[0], KEY, COLUMNS)
+    removed = truncated_rows(state, changed, KEY, o(20)).collect()
+    assert [(r["id"], r["_cdc_deleted"]) for r in removed] == [(1, True)]
+
+
+def test_split_lines_numbers_lines_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
+    files = spark.createDataFrame([("f", "a\r\n\nb\n")], "path string, value string")
+    rows = [(r["line"], r["text"]) for r in split_lines(files).orderBy("line").collect()]
+    assert rows == [(1, "a\r"), (2, ""), (3, "b")]
+
+
+def test_parse_lines_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
+    text = line(envelope("u", lsn=5, after={"id": 1, "bio": "__debezium_unavailable_value"}))
+    lines = spark.createDataFrame([("f", 1, text), ("f", 2, "null")], "file string, line bigint, text string")
+    parsed = parse_lines(lines, TableSpec(("id",))).collect()
+    kinds = sorted(r["kind"] for r in parsed)
+    assert kinds == ["event", "schema", "skip"]
+    schema_row = next(r for r in parsed if r["kind"] == "schema")
+    assert '"toast":["bio"]' in schema_row["row_json"]
+
+
+def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-untyped-def]
+    row_json = '{"id":1,"d":19000,"t":1704103200123456,"m":"12.50","b":"AQI="}'
+    parsed = spark.createDataFrame(
+        [("event", "f", 1, "c", o(1), 1, 1_700_000_000_000, row_json, [], None, None)],
+        "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
+        "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string",
+    )
+    columns = [("id", "int"), ("d", "date"), ("t", "timestamp"), ("m", "decimal(5,2)"), ("b", "binary")]
+    row = decode_events(parsed, columns).collect()[0]
+    assert row["d"] == dt.date(2022, 1, 8)
+    assert str(row["m"]) == "12.50"
+    assert bytes(row["b"]) == b"\x01\x02"
+    assert row["_cdc_op"] == "c"
+
+
+def test_truncate_order_is_the_newest_truncate(spark) -> None:  # type: ignore[no-untyped-def]
+    texts = [line(envelope("t", lsn=lsn)) for lsn in (30, 70)]
+    lines = spark.createDataFrame(
+        [("f", i, t) for i, t in enumerate(texts)], "file string, line bigint, text string"
+    )
+    assert truncate_order(parse_lines(lines, TableSpec(("id",)))).first()["order"] == o(70)
