@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,13 +28,13 @@ STAGE_LABELS = {
 }
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     auto = "auto"
     hudi = "hudi"
     parquet = "parquet"
 
 
-class Shape(str, Enum):
+class Shape(StrEnum):
     schema = "schema"
     envelope = "envelope"
     flat = "flat"
@@ -97,8 +97,11 @@ def merge(
 
         spark = local_session(warehouse)
         if format is Format.hudi and not hudi_available(spark):
-            _fail("--format hudi: the Hudi Spark bundle is not on the classpath "
-                  "(set CDCLAKE_HUDI_JAR to a hudi-spark3.5-bundle_2.12-0.15.0.jar)", 2)
+            _fail(
+                "--format hudi: the Hudi Spark bundle is not on the classpath "
+                "(set CDCLAKE_HUDI_JAR to a hudi-spark3.5-bundle_2.12-0.15.0.jar)",
+                2,
+            )
         spark_holder["spark"] = spark
         return spark
 
@@ -180,7 +183,7 @@ def _print_result(result: Any) -> None:
         grid.add_row(label, f"{value:,}")
     Console().print(grid)
     for reason, count in sorted(result.quarantine_reasons.items()):
-        console.print(f"  quarantined: {count} × {reason}", highlight=False)
+        console.print(f"  quarantined: {count} x {reason}", highlight=False)
 
 
 @app.command()

@@ -213,9 +213,7 @@ class ConnectConfig(_Model):
         default="s3://REPLACE-ME/plugins/confluentinc-kafka-connect-s3-10.5.17.zip",
         description="s3://bucket/key of the S3 sink plugin zip, or a local path",
     )
-    snapshot_mode: Literal["initial", "no_data", "never", "when_needed", "initial_only"] = (
-        "initial"
-    )
+    snapshot_mode: Literal["initial", "no_data", "never", "when_needed", "initial_only"] = "initial"
     mcu_count: Literal[1, 2, 4, 8] = 1
     workers: int = Field(default=1, ge=1)
     flush_size: int = Field(default=10000, ge=1)

@@ -45,7 +45,9 @@ def parse_arguments(argv: list[str]) -> dict[str, str]:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--JOB_NAME", default="local-merge")
         for name in ARGUMENTS:
-            parser.add_argument(f"--{name}", required=name not in OPTIONAL, default=OPTIONAL.get(name))
+            parser.add_argument(
+                f"--{name}", required=name not in OPTIONAL, default=OPTIONAL.get(name)
+            )
         known, _ = parser.parse_known_args(argv[1:])
         return {k: v for k, v in vars(known).items() if v is not None}
     present = [name for name in ARGUMENTS if f"--{name}" in argv]
@@ -98,7 +100,9 @@ def main(argv: list[str]) -> int:
             quarantine_root=args["quarantine_path"],
         )
     elif args["format"] == "parquet":
-        sink = SnapshotTable(filesystem_for(args["warehouse_path"], spark), args["warehouse_path"], table)
+        sink = SnapshotTable(
+            filesystem_for(args["warehouse_path"], spark), args["warehouse_path"], table
+        )
     else:
         print(f"--format must be hudi or parquet, got {args['format']!r}", file=sys.stderr)
         return 2

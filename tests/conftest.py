@@ -27,7 +27,9 @@ def samples_dir() -> Path:
     """Real Debezium events from ../shared/debezium-samples (skips where that folder is absent)."""
     path = SHARED / "debezium-samples"
     if not path.is_dir():
-        pytest.skip(f"shared Debezium samples not found at {path} (CI places shared/ beside the repo)")
+        pytest.skip(
+            f"shared Debezium samples not found at {path} (CI places shared/ beside the repo)"
+        )
     return path
 
 

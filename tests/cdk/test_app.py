@@ -12,7 +12,9 @@ def test_app_environment_synthesizes_every_stack(synth, env: str) -> None:  # ty
     result = synth(env)
     names = {s.stack_name for s in result.assembly.stacks}
     prefix = result.config.prefix.title().replace("-", "")
-    assert names == {f"{prefix}{role}" for role in ("Network", "Database", "Lake", "Capture", "FanOut")}
+    assert names == {
+        f"{prefix}{role}" for role in ("Network", "Database", "Lake", "Capture", "FanOut")
+    }
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

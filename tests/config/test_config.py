@@ -52,8 +52,12 @@ def test_load_config_minimal_file_fills_defaults(tmp_path: Path) -> None:
 def test_load_config_routing_overrides_event_source(tmp_path: Path) -> None:
     data = _minimal()
     data["tables"] = [
-        {"name": "public.orders", "primary_key": ["id"], "fanout": True,
-         "routing": {"source": "shop.orders", "detail_type": "OrderChanged"}}
+        {
+            "name": "public.orders",
+            "primary_key": ["id"],
+            "fanout": True,
+            "routing": {"source": "shop.orders", "detail_type": "OrderChanged"},
+        }
     ]
     table = load_config(path=_write(tmp_path, data)).table("public.orders")
     assert (table.event_source, table.event_detail_type) == ("shop.orders", "OrderChanged")

@@ -152,26 +152,64 @@ def test_parse_value_schema_wrapper_with_null_payload_is_tombstone() -> None:
 @pytest.mark.parametrize(
     ("value", "schema_field", "expected"),
     [
-        (decimal_b64("12.50", 2), field("v", "bytes", "org.apache.kafka.connect.data.Decimal",
-         scale="2", **{"connect.decimal.precision": "10"}), ("12.50", "decimal(10,2)")),
-        (decimal_b64("-0.07", 2), field("v", "bytes", "org.apache.kafka.connect.data.Decimal",
-         scale="2", **{"connect.decimal.precision": "5"}), ("-0.07", "decimal(5,2)")),
-        ({"scale": 3, "value": decimal_b64("1.234", 3)},
-         field("v", "struct", "io.debezium.data.VariableScaleDecimal"),
-         ("1.234000000000000000", "decimal(38,18)")),
+        (
+            decimal_b64("12.50", 2),
+            field(
+                "v",
+                "bytes",
+                "org.apache.kafka.connect.data.Decimal",
+                scale="2",
+                **{"connect.decimal.precision": "10"},
+            ),
+            ("12.50", "decimal(10,2)"),
+        ),
+        (
+            decimal_b64("-0.07", 2),
+            field(
+                "v",
+                "bytes",
+                "org.apache.kafka.connect.data.Decimal",
+                scale="2",
+                **{"connect.decimal.precision": "5"},
+            ),
+            ("-0.07", "decimal(5,2)"),
+        ),
+        (
+            {"scale": 3, "value": decimal_b64("1.234", 3)},
+            field("v", "struct", "io.debezium.data.VariableScaleDecimal"),
+            ("1.234000000000000000", "decimal(38,18)"),
+        ),
         (19000, field("v", "int32", "io.debezium.time.Date"), (19000, "date")),
-        (1_700_000_000_123, field("v", "int64", "io.debezium.time.Timestamp"),
-         (1_700_000_000_123_000, "timestamp")),
-        (1_700_000_000_123_456, field("v", "int64", "io.debezium.time.MicroTimestamp"),
-         (1_700_000_000_123_456, "timestamp")),
-        (1_700_000_000_123_456_789, field("v", "int64", "io.debezium.time.NanoTimestamp"),
-         (1_700_000_000_123_456, "timestamp")),
-        ("2024-01-01T10:00:00.123456Z", field("v", "string", "io.debezium.time.ZonedTimestamp"),
-         (1_704_103_200_123_456, "timestamp")),
-        ("2024-01-01T12:00:00+02:00", field("v", "string", "io.debezium.time.ZonedTimestamp"),
-         (1_704_103_200_000_000, "timestamp")),
-        (64_834_000_000, field("v", "int64", "io.debezium.time.MicroTime"),
-         ("18:00:34.000000", "string")),
+        (
+            1_700_000_000_123,
+            field("v", "int64", "io.debezium.time.Timestamp"),
+            (1_700_000_000_123_000, "timestamp"),
+        ),
+        (
+            1_700_000_000_123_456,
+            field("v", "int64", "io.debezium.time.MicroTimestamp"),
+            (1_700_000_000_123_456, "timestamp"),
+        ),
+        (
+            1_700_000_000_123_456_789,
+            field("v", "int64", "io.debezium.time.NanoTimestamp"),
+            (1_700_000_000_123_456, "timestamp"),
+        ),
+        (
+            "2024-01-01T10:00:00.123456Z",
+            field("v", "string", "io.debezium.time.ZonedTimestamp"),
+            (1_704_103_200_123_456, "timestamp"),
+        ),
+        (
+            "2024-01-01T12:00:00+02:00",
+            field("v", "string", "io.debezium.time.ZonedTimestamp"),
+            (1_704_103_200_000_000, "timestamp"),
+        ),
+        (
+            64_834_000_000,
+            field("v", "int64", "io.debezium.time.MicroTime"),
+            ("18:00:34.000000", "string"),
+        ),
         (64_838_000, field("v", "int32", "io.debezium.time.Time"), ("18:00:38.000000", "string")),
         ('{"a": 1}', field("v", "string", "io.debezium.data.Json"), ('{"a": 1}', "string")),
         ("b1e8", field("v", "string", "io.debezium.data.Uuid"), ("b1e8", "string")),
@@ -191,7 +229,10 @@ def test_schema_decoder_logical_type_decodes_to_canonical_value(
 
 def test_schema_decoder_decimal_beyond_precision_is_bad() -> None:
     schema_field = field(
-        "v", "bytes", "org.apache.kafka.connect.data.Decimal", scale="0",
+        "v",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        scale="0",
         **{"connect.decimal.precision": "2"},
     )
     event = with_schema(
@@ -278,8 +319,15 @@ def test_inferred_types_without_schema_or_config() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["[]", "42", '"x"', '{"payload": 5, "schema": {}}', '{"op": "c", "source": "x"}',
-     '{"op": "u", "source": {"lsn": 1}, "after": [1]}', '{"after": {"id": 1}}'],
+    [
+        "[]",
+        "42",
+        '"x"',
+        '{"payload": 5, "schema": {}}',
+        '{"op": "c", "source": "x"}',
+        '{"op": "u", "source": {"lsn": 1}, "after": [1]}',
+        '{"after": {"id": 1}}',
+    ],
 )
 def test_parse_line_malformed_events_are_bad_not_raised(text: str) -> None:
     outcome = parse_line(text, SPEC)

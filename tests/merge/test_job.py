@@ -187,7 +187,9 @@ def test_run_merge_incompatible_type_change_fails_without_commit(lake: Lake) -> 
     lake.write("a.json", [_typed(1, 10, "text", "string")])
     first = lake.merge()
     lake.write("b.json", [_typed(2, 20, 7, "int32")])
-    with pytest.raises(MergeError, match=r"table t\d+\.orders: column 'v' changed type from string to int"):
+    with pytest.raises(
+        MergeError, match=r"table t\d+\.orders: column 'v' changed type from string to int"
+    ):
         lake.merge()
     assert lake.sink.load().version == first.version
 

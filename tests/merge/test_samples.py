@@ -38,19 +38,24 @@ def micros(moment: dt.datetime) -> int:
 
 def test_flink_schema_include_ops_match_source(samples_dir: Path) -> None:
     results = outcomes(
-        samples_dir, "flink-pg-schema-include/debezium-postgres-data-schema-include.txt",
+        samples_dir,
+        "flink-pg-schema-include/debezium-postgres-data-schema-include.txt",
         TableSpec(("id",)),
     )
     assert ops(results) == Counter({"r": 9, "u": 4, "c": 2, "d": 1})
     first = results[0].change
     assert first is not None and dict(first.columns) == {
-        "id": "int", "name": "string", "description": "string", "weight": "double"
+        "id": "int",
+        "name": "string",
+        "description": "string",
+        "weight": "double",
     }
 
 
 def test_flink_schema_exclude_trailing_space_is_kept(samples_dir: Path) -> None:
     results = outcomes(
-        samples_dir, "flink-pg-schema-exclude/debezium-postgres-data-schema-exclude.txt",
+        samples_dir,
+        "flink-pg-schema-exclude/debezium-postgres-data-schema-exclude.txt",
         TableSpec(("id",)),
     )
     rows = [r.change.row for r in results if r.change is not None and r.change.row]
@@ -59,11 +64,14 @@ def test_flink_schema_exclude_trailing_space_is_kept(samples_dir: Path) -> None:
 
 def test_flink_replica_identity_delete_without_images_is_quarantined(samples_dir: Path) -> None:
     results = outcomes(
-        samples_dir, "flink-pg-replica-identity/debezium-postgres-data-replica-identity.txt",
+        samples_dir,
+        "flink-pg-replica-identity/debezium-postgres-data-replica-identity.txt",
         TableSpec(("id",)),
     )
     bad = [r for r in results if r.kind == "bad"]
-    assert [r.reason for r in bad] == ["delete without a 'before' image: the deleted key is unknown"]
+    assert [r.reason for r in bad] == [
+        "delete without a 'before' image: the deleted key is unknown"
+    ]
     assert ops(results)["u"] == 4  # updates with before=null still apply
 
 
@@ -76,15 +84,22 @@ def test_risingwave_neworder_crlf_tombstones_are_skipped(samples_dir: Path) -> N
 
 
 def test_risingwave_district_float_columns_are_float(samples_dir: Path) -> None:
-    results = outcomes(samples_dir, "risingwave-ch-benchmark/district.1", TableSpec(("d_id", "d_w_id")))
+    results = outcomes(
+        samples_dir, "risingwave-ch-benchmark/district.1", TableSpec(("d_id", "d_w_id"))
+    )
     assert ops(results) == Counter({"c": 10, "u": 4})
     change = results[0].change
     assert change is not None and dict(change.columns)["d_tax"] == "float"
 
 
 def test_risingwave_connect_time_kafka_connect_types_decode(samples_dir: Path) -> None:
-    (outcome,) = [o for o in outcomes(samples_dir, "risingwave-connect-time/debezium_timestamp.1",
-                                      TableSpec(("id",))) if o.kind != "skip"]
+    (outcome,) = [
+        o
+        for o in outcomes(
+            samples_dir, "risingwave-connect-time/debezium_timestamp.1", TableSpec(("id",))
+        )
+        if o.kind != "skip"
+    ]
     assert outcome.change is not None and outcome.change.row is not None
     row, types = outcome.change.row, dict(outcome.change.columns)
     assert row["ts"] == micros(EPOCH + dt.timedelta(milliseconds=1666147762800))
@@ -94,7 +109,11 @@ def test_risingwave_connect_time_kafka_connect_types_decode(samples_dir: Path) -
 
 def test_risingwave_mess_key_value_after_caret_parses(samples_dir: Path) -> None:
     spec = TableSpec(("order_id",))
-    texts = [t.split("^", 1)[1] for t in lines(samples_dir, "risingwave-mess-key/debezium_mess_key.1") if t]
+    texts = [
+        t.split("^", 1)[1]
+        for t in lines(samples_dir, "risingwave-mess-key/debezium_mess_key.1")
+        if t
+    ]
     results = [parse_line(t, spec) for t in texts]
     assert [r.change.op for r in results if r.change] == ["r", "r", "r", "u"]
     update = results[-1].change
@@ -120,7 +139,9 @@ def test_seatunnel_rounded_lsn_is_quarantined_with_reason(samples_dir: Path) -> 
 
 def test_pulsar_legacy_source_block_orders_and_times(samples_dir: Path) -> None:
     value = json.loads(
-        (samples_dir / "pulsar-legacy-0.9/DERIVED.io-cdc-debezium.md.postgres-update-value.json").read_text()
+        (
+            samples_dir / "pulsar-legacy-0.9/DERIVED.io-cdc-debezium.md.postgres-update-value.json"
+        ).read_text()
     )
     change = parse_value(value, TableSpec(("id",))).change
     assert change is not None and change.row is not None
@@ -151,13 +172,17 @@ def test_debezium_docs_create_uses_sequence_commit_lsn(samples_dir: Path) -> Non
     assert (change.op, change.commit_lsn, change.lsn) == ("c", 24023119, 24023128)
 
 
-def _merge_sample(spark: Any, tmp_path: Path, source: Path, key: tuple[str, ...]) -> list[dict[str, Any]]:
+def _merge_sample(
+    spark: Any, tmp_path: Path, source: Path, key: tuple[str, ...]
+) -> list[dict[str, Any]]:
     changes = tmp_path / "changes" / "topics" / "t" / "partition=0"
     changes.mkdir(parents=True)
     shutil.copy(source, changes / "t+0+0000000000.json")
     fs = LocalFileSystem()
     sink = SnapshotTable(fs, str(tmp_path / "warehouse"), "samples.products")
-    run_merge(lambda: spark, fs, sink, MergeOptions("samples.products", key, str(tmp_path / "changes")))
+    run_merge(
+        lambda: spark, fs, sink, MergeOptions("samples.products", key, str(tmp_path / "changes"))
+    )
     live = sink.read_live(spark, sink.load())
     assert live is not None
     return [json.loads(r) for r in rows_as_json(live, key)]
@@ -172,7 +197,10 @@ def _merge_sample(spark: Any, tmp_path: Path, source: Path, key: tuple[str, ...]
     ],
 )
 def test_flink_products_merge_to_the_documented_final_table(
-    spark, samples_dir: Path, tmp_path: Path, name: str  # type: ignore[no-untyped-def]
+    spark,
+    samples_dir: Path,
+    tmp_path: Path,
+    name: str,  # type: ignore[no-untyped-def]
 ) -> None:
     rows = _merge_sample(spark, tmp_path, samples_dir / name, ("id",))
     by_id = {r["id"]: r for r in rows}
@@ -180,5 +208,6 @@ def test_flink_products_merge_to_the_documented_final_table(
     assert (by_id[106]["description"], by_id[106]["weight"]) == ("18oz carpenter hammer", 1.0)
     assert by_id[107]["weight"] == 5.1
     assert (by_id[110]["description"], by_id[110]["weight"]) == (
-        "new water resistent white wind breaker", 0.5
+        "new water resistent white wind breaker",
+        0.5,
     )

@@ -55,7 +55,9 @@ def fold(spark, events, state=(), toast=()):  # type: ignore[no-untyped-def]
     events_df = spark.createDataFrame(list(events), EVENT_DDL)
     state_df = spark.createDataFrame(list(state), STATE_DDL)
     fresh = fresh_events(events_df, state_df, KEY)
-    latest = fill_toast(latest_per_key(fresh, KEY, COLUMNS, list(toast)), state_df, KEY, list(toast))
+    latest = fill_toast(
+        latest_per_key(fresh, KEY, COLUMNS, list(toast)), state_df, KEY, list(toast)
+    )
     return latest, state_df
 
 
@@ -109,13 +111,19 @@ def test_changed_rows_delete_becomes_tombstone_with_key_only(spark) -> None:  # 
     latest, _ = fold(spark, [ev(1, "x", "y", 10, op="c"), ev(1, "x", "y", 20, op="d")])
     row = changed_rows(latest, KEY, COLUMNS).collect()[0]
     assert (row["id"], row["name"], row["bio"], row["_cdc_deleted"], row["_cdc_op"]) == (
-        1, None, None, True, "d"
+        1,
+        None,
+        None,
+        True,
+        "d",
     )
 
 
 def test_apply_changes_upserts_and_keeps_untouched_rows(spark) -> None:  # type: ignore[no-untyped-def]
     state = [st(1, "keep", None, 5), st(2, "old", None, 6)]
-    latest, state_df = fold(spark, [ev(2, "new", None, 10), ev(3, "added", None, 11, op="c")], state)
+    latest, state_df = fold(
+        spark, [ev(2, "new", None, 10), ev(3, "added", None, 11, op="c")], state
+    )
     result = apply_changes(state_df, changed_rows(latest, KEY, COLUMNS), KEY)
     assert names(result) == [(1, "keep"), (2, "new"), (3, "added")]
 
@@ -174,7 +182,9 @@ def test_split_lines_numbers_lines_and_ignores_final_newline(spark) -> None:  # 
 
 def test_parse_lines_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
     text = line(envelope("u", lsn=5, after={"id": 1, "bio": "__debezium_unavailable_value"}))
-    lines = spark.createDataFrame([("f", 1, text), ("f", 2, "null")], "file string, line bigint, text string")
+    lines = spark.createDataFrame(
+        [("f", 1, text), ("f", 2, "null")], "file string, line bigint, text string"
+    )
     parsed = parse_lines(lines, TableSpec(("id",))).collect()
     kinds = sorted(r["kind"] for r in parsed)
     assert kinds == ["event", "schema", "skip"]
@@ -189,7 +199,13 @@ def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-u
         "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
         "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string",
     )
-    columns = [("id", "int"), ("d", "date"), ("t", "timestamp"), ("m", "decimal(5,2)"), ("b", "binary")]
+    columns = [
+        ("id", "int"),
+        ("d", "date"),
+        ("t", "timestamp"),
+        ("m", "decimal(5,2)"),
+        ("b", "binary"),
+    ]
     row = decode_events(parsed, columns).collect()[0]
     assert row["d"] == dt.date(2022, 1, 8)
     assert str(row["m"]) == "12.50"

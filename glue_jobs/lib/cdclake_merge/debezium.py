@@ -269,8 +269,9 @@ def _decode_image(
             if configured == "string" and spark_type != "string":
                 spark_type, decoder = "string", _as_text(decoder)
         elif configured is not None:
-            spark_type, decoder = configured, CONFIGURED_DECODERS.get(
-                _base_type(configured), _decode_string
+            spark_type, decoder = (
+                configured,
+                CONFIGURED_DECODERS.get(_base_type(configured), _decode_string),
             )
         else:
             spark_type, decoder = _inferred(value), _decode_inferred
@@ -433,7 +434,9 @@ def _unscaled(text: str) -> int:
 
 def _decode_decimal_bytes(scale: int):  # type: ignore[no-untyped-def]
     def decode(value: Any, spark_type: str) -> str:
-        if isinstance(value, int | float) and not isinstance(value, bool):  # decimal.handling=double
+        if isinstance(value, int | float) and not isinstance(
+            value, bool
+        ):  # decimal.handling=double
             return _check_decimal(Decimal(str(value)), spark_type)
         if not isinstance(value, str):
             raise BadRecord(f"expected base64 decimal bytes, got {value!r}")

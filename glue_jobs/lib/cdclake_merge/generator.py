@@ -111,7 +111,7 @@ class Simulation:
         if roll < 0.15:
             return None
         words = self.rng.choices(
-            ["alpha", "beta", "gamma", "delta", "ünïcode", "quote\"d", "tab\tbed", "line\nbreak"],
+            ["alpha", "beta", "gamma", "delta", "ünïcode", 'quote"d', "tab\tbed", "line\nbreak"],
             k=self.rng.choice([3, 8, 60]),
         )
         return " ".join(words)
@@ -132,7 +132,7 @@ class Simulation:
             "price": round(r.uniform(-10, 5000), r.choice([0, 1, 2])),
             "active": r.choice([True, False, None]),
             "order_date": r.randrange(-1000, 25_000),
-            "updated_at": r.randrange(-10**15, 2 * 10**15),
+            "updated_at": r.randrange(-(10**15), 2 * 10**15),
             "shipped_at": shipped,
             "note": self._note(),
             "attrs": None
@@ -192,9 +192,9 @@ class Simulation:
                 new["note"] = old["note"]
             self.rows[key] = new
             sent = dict(new)
-            if new["note"] is not None and new["note"] == old["note"]:
-                if len(new["note"]) > TOAST_THRESHOLD:
-                    sent["note"] = UNAVAILABLE  # unchanged TOASTed value
+            unchanged_note = new["note"] is not None and new["note"] == old["note"]
+            if unchanged_note and len(new["note"]) > TOAST_THRESHOLD:
+                sent["note"] = UNAVAILABLE  # unchanged TOASTed value
             self._emit("u", None, sent)
         elif roll < 0.93 or free <= 0:
             del self.rows[key]

@@ -203,8 +203,10 @@ class HudiTable:
         if state.state_path is None:
             return None
         names = [n for n, _ in state.columns]
-        live = spark.read.format("hudi").load(self.root).select(
-            *names, *METADATA_COLUMNS, F.lit(False).alias(DELETED)
+        live = (
+            spark.read.format("hudi")
+            .load(self.root)
+            .select(*names, *METADATA_COLUMNS, F.lit(False).alias(DELETED))
         )
         if not self.fs.exists(join(self.tombstones, ".hoodie")):
             return live

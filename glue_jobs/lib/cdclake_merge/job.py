@@ -179,7 +179,8 @@ def run_merge(
         parsed.unpersist()
         raise TooManyBadRecords(
             f"{result.quarantined} of {total} lines of {options.table} could not be applied "
-            f"({result.quarantined / total:.2%} > max_bad_fraction {options.max_bad_fraction:.2%}); "
+            f"({result.quarantined / total:.2%} > "
+            f"max_bad_fraction {options.max_bad_fraction:.2%}); "
             f"nothing committed; the bad lines are in {failed_at}"
         )
 
@@ -211,9 +212,11 @@ def run_merge(
         fresh = fresh_events(events, state, options.key)
         latest = latest_per_key(fresh, options.key, columns, toast)
         latest = fill_toast(latest, state, options.key, toast).persist()
-        for row in latest.groupBy(
-            "_cdc_op", F.size(TOAST) > 0
-        ).agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events")).collect():
+        for row in (
+            latest.groupBy("_cdc_op", F.size(TOAST) > 0)
+            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events"))
+            .collect()
+        ):
             op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
             result.applied += int(events_n)
             if op == "d":

@@ -59,9 +59,7 @@ def local_session(
     if jar:
         builder = (
             builder.config("spark.jars", jar)
-            .config(
-                "spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension"
-            )
+            .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
             .config(
                 "spark.sql.catalog.spark_catalog",
                 "org.apache.spark.sql.hudi.catalog.HoodieCatalog",

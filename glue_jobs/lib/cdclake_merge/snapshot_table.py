@@ -125,7 +125,6 @@ class SnapshotTable:
         ``changes`` is for sinks that store changes only (Hudi); this one rewrites.
         """
         version = previous.version + 1
-        folder = self.version_dir(version)
         quarantine_path = None
         if quarantine is not None:
             quarantine_path = join(self.quarantine_root, f"v{version:08d}")
@@ -133,7 +132,9 @@ class SnapshotTable:
         state_rel = None
         if new_state is not None:
             state_rel = f"v{version:08d}/state"
-            new_state.write.mode("overwrite").partitionBy(DELETED).parquet(join(self.root, state_rel))
+            new_state.write.mode("overwrite").partitionBy(DELETED).parquet(
+                join(self.root, state_rel)
+            )
             self.fs.mkdirs(join(self.root, state_rel, f"{DELETED}=false"))
         hook("write")
         applied_rel = f"v{version:08d}/applied_files.json"

@@ -67,9 +67,17 @@ def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
         text, long = pa.string(), pa.int64()
         arrow_schema = pa.schema(
             [
-                ("kind", text), ("file", text), ("line", long), ("op", text), ("order", text),
-                ("lsn", long), ("source_ts_ms", long), ("row_json", text),
-                ("toast", pa.list_(text)), ("reason", text), ("raw", text),
+                ("kind", text),
+                ("file", text),
+                ("line", long),
+                ("op", text),
+                ("order", text),
+                ("lsn", long),
+                ("source_ts_ms", long),
+                ("row_json", text),
+                ("toast", pa.list_(text)),
+                ("reason", text),
+                ("raw", text),
             ]
         )
 
@@ -127,10 +135,7 @@ def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
         F.coalesce("toast", F.array().cast("array<string>")).alias(TOAST),
     )
     return with_row.select(
-        *[
-            F.expr(decode_sql(name, t, f"r.`{name}`")).cast(t).alias(name)
-            for name, t in columns
-        ],
+        *[F.expr(decode_sql(name, t, f"r.`{name}`")).cast(t).alias(name) for name, t in columns],
         *METADATA_COLUMNS,
         TOAST,
     )
@@ -218,9 +223,7 @@ def fill_toast(
         ).otherwise(F.col(name))
         joined = joined.withColumn(name, value)
         unresolved.append(
-            F.when(
-                placeholder & from_run.isNull() & F.col(f"_prev_{i}").isNull(), F.lit(name)
-            )
+            F.when(placeholder & from_run.isNull() & F.col(f"_prev_{i}").isNull(), F.lit(name))
         )
     drop = [f"_fill_{i}" for i in range(len(toast))] + [f"_prev_{i}" for i in range(len(toast))]
     return joined.withColumn(TOAST, F.filter(F.array(*unresolved), lambda c: c.isNotNull())).drop(
