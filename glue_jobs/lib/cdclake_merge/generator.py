@@ -132,7 +132,8 @@ class Simulation:
             "price": round(r.uniform(-10, 5000), r.choice([0, 1, 2])),
             "active": r.choice([True, False, None]),
             "order_date": r.randrange(-1000, 25_000),
-            "updated_at": r.randrange(-(10**15), 2 * 10**15),
+            # µs outside ±1e14 (1966-1973), where schemaless integers are read as ms.
+            "updated_at": r.choice([-1, 1, 1, 1]) * r.randrange(10**14, 2 * 10**15),
             "shipped_at": shipped,
             "note": self._note(),
             "attrs": None
