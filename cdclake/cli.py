@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",
     "fold": "ordering changes per key",
