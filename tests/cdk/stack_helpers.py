@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -33,6 +34,16 @@ def normalized(value: Any) -> Any:
         return [normalized(item) for item in value]
     if isinstance(value, str):
         return ASSET_HASH.sub("<asset-hash>", value)
+    return value
+
+
+def stable(value: Any, key: str = "") -> Any:
+    """IAM resource lists are ordered by their (hashed) text: sort them once hashes are masked."""
+    if isinstance(value, dict):
+        return {k: stable(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [stable(v) for v in value]
+        return sorted(items, key=json.dumps) if key == "Resource" else items
     return value
 
 

@@ -26,7 +26,17 @@ def single(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
 
 def masked(template: dict[str, Any]) -> dict[str, Any]:
     """The template with asset hashes masked, for syrupy snapshots."""
-    return dict(json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template))))
+    return dict(_stable(json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template)))))
+
+
+def _stable(value: Any, key: str = "") -> Any:
+    """IAM resource lists are ordered by their (hashed) text: sort them once hashes are masked."""
+    if isinstance(value, dict):
+        return {k: _stable(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_stable(v) for v in value]
+        return sorted(items, key=json.dumps) if key == "Resource" else items
+    return value
 
 
 def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:

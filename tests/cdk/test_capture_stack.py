@@ -11,7 +11,7 @@ import aws_cdk as cdk
 import pytest
 
 from stacks.components.kafka_connectors import PluginNotFound, plugin_location
-from tests.cdk.stack_helpers import normalized, only, resources, strings
+from tests.cdk.stack_helpers import normalized, only, resources, stable, strings
 
 pytestmark = pytest.mark.cdk
 
@@ -191,4 +191,4 @@ def test_capture_no_literal_secret_strings(dev: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_capture_template_matches_snapshot(synth, snapshot, env: str) -> None:  # type: ignore[no-untyped-def]
-    assert normalized(synth(env).template("capture")["Resources"]) == snapshot
+    assert stable(normalized(synth(env).template("capture")["Resources"])) == snapshot
