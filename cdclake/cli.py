@@ -105,16 +105,11 @@ def merge(
         spark_holder["spark"] = spark
         return spark
 
-    if format is Format.hudi:
+    sink: Any
+    if format is Format.hudi or (format is Format.auto and _hudi_jar_configured()):
         from cdclake_merge.hudi import HudiTable
 
-        spark = spark_factory()
-        sink: Any = HudiTable(spark, str(warehouse.resolve()), table, options.key)
-    elif format is Format.auto and _hudi_jar_configured():
-        from cdclake_merge.hudi import HudiTable
-
-        spark = spark_factory()
-        sink = HudiTable(spark, str(warehouse.resolve()), table, options.key)
+        sink = HudiTable(spark_factory(), str(warehouse.resolve()), table, options.key)
     else:
         try:
             sink = SnapshotTable(fs, str(warehouse.resolve()), table)

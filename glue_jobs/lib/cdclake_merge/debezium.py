@@ -319,7 +319,7 @@ def schema_decoder(schema_field: dict[str, Any]) -> tuple[str, Any]:
         scale = int(params.get("scale", 0))
         precision = int(params.get("connect.decimal.precision", 38))
         if precision > 38 or scale > precision:
-            return "string", _decimal_text(_decode_decimal_bytes(scale))
+            return "string", _as_text(_decode_decimal_bytes(scale))
         return f"decimal({precision},{scale})", _decode_decimal_bytes(scale)
     if name == "io.debezium.data.VariableScaleDecimal":
         return VARIABLE_SCALE_DECIMAL, _decode_variable_scale
@@ -445,15 +445,8 @@ def _decode_decimal_bytes(scale: int):  # type: ignore[no-untyped-def]
     return decode
 
 
-def _decimal_text(decoder):  # type: ignore[no-untyped-def]
-    def decode(value: Any, _: str) -> str:
-        return str(decoder(value, "string"))
-
-    return decode
-
-
 def _as_text(decoder):  # type: ignore[no-untyped-def]
-    """A schema'd value kept as text because config asks for a string column."""
+    """A schema'd value kept as text (config asks for a string column, or it fits no type)."""
 
     def decode(value: Any, _: str) -> str:
         decoded = decoder(value, "string")

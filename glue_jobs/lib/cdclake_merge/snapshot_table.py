@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.schema import Column
 from cdclake_merge.storage import FileSystem, join, local_path
-from cdclake_merge.transforms import DELETED, METADATA_COLUMNS
+from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, METADATA_DDL
 
 FORMAT = "cdclake-snapshot/1"
 _COMMIT = re.compile(r"^commit-(\d{8})\.json$")
@@ -179,15 +179,7 @@ class SnapshotTable:
         location = local_path(join(state.state_path, f"{DELETED}=false"))
         if "://" not in location:
             location = "file://" + location
-        ddl = ", ".join(
-            [f"`{n}` {t}" for n, t in state.columns]
-            + [
-                "`_cdc_order` string",
-                "`_cdc_lsn` bigint",
-                "`_cdc_op` string",
-                "`_cdc_source_ts` timestamp",
-            ]
-        )
+        ddl = ", ".join([*(f"`{n}` {t}" for n, t in state.columns), METADATA_DDL])
         qualified = f"`{self.database}`.`{self.name}`"
         spark.sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
         if spark.catalog.tableExists(f"{self.database}.{self.name}"):

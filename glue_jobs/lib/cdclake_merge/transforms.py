@@ -25,6 +25,7 @@ SOURCE_TS = "_cdc_source_ts"  # commit time in the source database, UTC
 DELETED = "_cdc_deleted"  # internal: marks tombstones in the state
 TOAST = "_cdc_toast"  # internal: columns that carried the unavailable-value placeholder
 METADATA_COLUMNS = (ORDER, LSN, OP, SOURCE_TS)
+METADATA_DDL = f"`{ORDER}` string, `{LSN}` bigint, `{OP}` string, `{SOURCE_TS}` timestamp"
 
 PARSED_DDL = (
     "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
@@ -191,8 +192,10 @@ def latest_per_key(
     folded = events.groupBy(*key).agg(last, F.count(F.lit(1)).alias("_events"), *fills)
     return folded.select(
         *key,
-        *[F.col(f"_last.{name}").alias(name) for name in value_columns],
-        *[F.col(f"_last.{name}").alias(name) for name in (*METADATA_COLUMNS, TOAST)],
+        *[
+            F.col(f"_last.{name}").alias(name)
+            for name in (*value_columns, *METADATA_COLUMNS, TOAST)
+        ],
         "_events",
         *[f"_fill_{i}" for i in range(len(toast))],
     )
@@ -282,7 +285,7 @@ def align(frame: DataFrame, columns: Sequence[ColumnDef], extra: Sequence[str] =
 
 def empty_state(spark: Any, columns: Sequence[ColumnDef]) -> DataFrame:
     ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
-    meta = f"{ORDER} string, {LSN} bigint, {OP} string, {SOURCE_TS} timestamp, {DELETED} boolean"
+    meta = f"{METADATA_DDL}, `{DELETED}` boolean"
     return spark.createDataFrame([], f"{ddl}, {meta}")
 
 
