@@ -17,9 +17,8 @@ from cdclake_merge.transforms import (
     fresh_events,
     latest_per_key,
     order_key,
-    parse_lines,
-    split_lines,
-    truncate_order,
+    parse_files,
+    run_summary,
     truncated_rows,
 )
 from tests.merge.events import envelope, line
@@ -174,18 +173,22 @@ def test_truncated_rows_are_deletions_for_change_sinks(spark) -> None:  # type: 
     assert [(r["id"], r["_cdc_deleted"]) for r in removed] == [(1, True)]
 
 
-def test_split_lines_numbers_lines_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
-    files = spark.createDataFrame([("f", "a\r\n\nb\n")], "path string, value string")
-    rows = [(r["line"], r["text"]) for r in split_lines(files).orderBy("line").collect()]
-    assert rows == [(1, "a\r"), (2, ""), (3, "b")]
+def test_parse_files_numbers_lines_per_file_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
+    files = spark.createDataFrame([("f", "a\r\n\nb\n"), ("g", "null")], "path string, value string")
+    rows = parse_files(files, TableSpec(("id",))).orderBy("file", "line").collect()
+    outcomes = [(r["file"], r["line"], r["kind"], r["raw"]) for r in rows]
+    assert outcomes == [
+        ("f", 1, "bad", "a\r"),
+        ("f", 2, "skip", None),
+        ("f", 3, "bad", "b"),
+        ("g", 1, "skip", None),
+    ]
 
 
-def test_parse_lines_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
+def test_parse_files_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
     text = line(envelope("u", lsn=5, after={"id": 1, "bio": "__debezium_unavailable_value"}))
-    lines = spark.createDataFrame(
-        [("f", 1, text), ("f", 2, "null")], "file string, line bigint, text string"
-    )
-    parsed = parse_lines(lines, TableSpec(("id",))).collect()
+    files = spark.createDataFrame([("f", f"{text}\nnull\n")], "path string, value string")
+    parsed = parse_files(files, TableSpec(("id",))).collect()
     kinds = sorted(r["kind"] for r in parsed)
     assert kinds == ["event", "schema", "skip"]
     schema_row = next(r for r in parsed if r["kind"] == "schema")
@@ -213,9 +216,14 @@ def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-u
     assert row["_cdc_op"] == "c"
 
 
-def test_truncate_order_is_the_newest_truncate(spark) -> None:  # type: ignore[no-untyped-def]
-    texts = [line(envelope("t", lsn=lsn)) for lsn in (30, 70)]
-    lines = spark.createDataFrame(
-        [("f", i, t) for i, t in enumerate(texts)], "file string, line bigint, text string"
-    )
-    assert truncate_order(parse_lines(lines, TableSpec(("id",)))).first()["order"] == o(70)
+def test_run_summary_counts_outcomes_and_finds_newest_truncate(spark) -> None:  # type: ignore[no-untyped-def]
+    texts = [line(envelope("t", lsn=30)), "null", line(envelope("t", lsn=70)), "{"]
+    files = spark.createDataFrame([("f", "\n".join(texts))], "path string, value string")
+    summary = {
+        (r["kind"], r["op"]): r
+        for r in run_summary(parse_files(files, TableSpec(("id",)))).collect()
+    }
+    assert summary[("event", "t")]["count"] == 2
+    assert summary[("event", "t")]["order"] == o(70)
+    assert summary[("skip", None)]["count"] == summary[("bad", None)]["count"] == 1
+    assert summary[("schema", None)]["meta"] == ['{"signatures":[[]],"toast":[]}']

@@ -100,6 +100,17 @@ def skip(reason: str) -> Outcome:
     return Outcome("skip", reason)
 
 
+def split_file(text: str) -> list[str]:
+    """A change file's lines: split at ``\n``; a final newline ends the last line.
+
+    ``\r`` stays on its line (parsing strips it), so line numbers match an editor's.
+    """
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def parse_line(text: str, spec: TableSpec) -> Outcome:
     """One line of a change file (JSON lines, as the S3 sink writes them)."""
     stripped = text.strip()
@@ -164,8 +175,7 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
         if op == "d":
             raise BadRecord("delete without a 'before' image: the deleted key is unknown")
         raise BadRecord(f"op {op!r} without an 'after' image")
-    fields = _image_fields(schema, image_name)
-    row, columns, toast = _decode_image(image, fields, spec)
+    row, columns, toast = _decode_image(image, _schema_plan(schema, image_name), spec)
     _check_key(row, toast, spec)
     return Outcome("event", change=Change(op, commit_lsn, lsn, ts_ms, row, columns, toast))
 
@@ -184,8 +194,7 @@ def _parse_flattened(payload: dict[str, Any], schema: dict[str, Any] | None, spe
     lsn = _lsn(payload["__lsn"], "__lsn")
     ts_ms = payload.get("__source_ts_ms")
     image = {k: v for k, v in payload.items() if not k.startswith("__")}
-    fields = _fields_by_name(schema.get("fields")) if schema else {}
-    row, columns, toast = _decode_image(image, fields, spec)
+    row, columns, toast = _decode_image(image, _schema_plan(schema, None), spec)
     _check_key(row, toast, spec)
     ts = ts_ms if isinstance(ts_ms, int) and not isinstance(ts_ms, bool) else None
     return Outcome("event", change=Change(op, lsn, lsn, ts, row, columns, toast))
@@ -238,13 +247,48 @@ def _fields_by_name(fields: Any) -> dict[str, dict[str, Any]]:
     return {f["field"]: f for f in fields if isinstance(f, dict) and "field" in f}
 
 
-def _image_fields(schema: dict[str, Any] | None, image_name: str) -> dict[str, dict[str, Any]]:
-    if not schema:
-        return {}
+def _image_fields(schema: dict[str, Any], image_name: str | None) -> dict[str, dict[str, Any]]:
+    if image_name is None:  # flattened record: the row's fields are the schema's fields
+        return _fields_by_name(schema.get("fields"))
     for f in schema.get("fields") or ():
         if isinstance(f, dict) and f.get("field") == image_name:
             return _fields_by_name(f.get("fields"))
     return {}
+
+
+class SchemaPlan:
+    """The (Spark type, decoder) of each field of one row schema, derived once per schema.
+
+    Every line of a schema-included change file repeats the same schema; deriving
+    the decoders again for each line was most of the parser's time.
+    """
+
+    def __init__(self, fields: dict[str, dict[str, Any]]) -> None:
+        self._fields = fields
+        self._decoders: dict[str, tuple[str, Any]] = {}
+
+    def get(self, name: str) -> tuple[str, Any] | None:
+        planned = self._decoders.get(name)
+        if planned is None and name in self._fields:
+            # An unsupported type raises BadRecord here each time; nothing is cached for it.
+            planned = self._decoders[name] = schema_decoder(self._fields[name])
+        return planned
+
+
+_PLANS: dict[tuple[str | None, str], SchemaPlan] = {}
+_MAX_PLANS = 256  # distinct schemas a worker remembers (each table version is one)
+
+
+def _schema_plan(schema: dict[str, Any] | None, image_name: str | None) -> SchemaPlan | None:
+    if not schema:
+        return None
+    cache_key = (image_name, dumps(schema))
+    plan = _PLANS.get(cache_key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[cache_key] = SchemaPlan(_image_fields(schema, image_name))
+    return plan
 
 
 def _check_key(row: dict[str, Any], toast: tuple[str, ...], spec: TableSpec) -> None:
@@ -254,7 +298,7 @@ def _check_key(row: dict[str, Any], toast: tuple[str, ...], spec: TableSpec) -> 
 
 
 def _decode_image(
-    image: dict[str, Any], fields: dict[str, dict[str, Any]], spec: TableSpec
+    image: dict[str, Any], plan: SchemaPlan | None, spec: TableSpec
 ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...], tuple[str, ...]]:
     row: dict[str, Any] = {}
     columns: list[tuple[str, str]] = []
@@ -263,9 +307,9 @@ def _decode_image(
         if name in spec.exclude_columns:
             continue
         configured = spec.column_types.get(name)
-        schema_field = fields.get(name)
-        if schema_field is not None:
-            spark_type, decoder = schema_decoder(schema_field)
+        planned = plan.get(name) if plan is not None else None
+        if planned is not None:
+            spark_type, decoder = planned
             if configured == "string" and spark_type != "string":
                 spark_type, decoder = "string", _as_text(decoder)
         elif configured is not None:

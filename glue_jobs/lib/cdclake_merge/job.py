@@ -33,10 +33,8 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
-    parse_lines,
-    run_counts,
-    split_lines,
-    truncate_order,
+    parse_files,
+    run_summary,
     truncated_rows,
 )
 
@@ -137,6 +135,29 @@ def pending_files(fs: FileSystem, changes: str, applied: frozenset[str]) -> list
     ]
 
 
+def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """The change files as (``path``, whole-file ``value``) rows, in few partitions.
+
+    Spark checks more than 32 explicit paths with a listing job of up to 10,000
+    tasks, and packs small files about 30 to a partition. With 10,000 small files
+    (a backlog, a quiet table) both cost far more than the data: the listing job is
+    capped at two tasks per core and the files are coalesced to four partitions per
+    core. Large files keep one partition each.
+    """
+    cores = max(spark.sparkContext.defaultParallelism, 1)
+    setting = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    before = spark.conf.get(setting, None)
+    spark.conf.set(setting, str(2 * cores))
+    try:  # the paths are listed here, when the reader resolves them
+        frame = spark.read.text(paths, wholetext=True)
+    finally:
+        if before is None:
+            spark.conf.unset(setting)
+        else:
+            spark.conf.set(setting, before)
+    return frame.select(F.input_file_name().alias("path"), "value").coalesce(4 * cores)
+
+
 def _ordered_signatures(meta_rows: list[str]) -> tuple[list[list[Column]], list[str]]:
     signatures: set[tuple[Column, ...]] = set()
     toast: set[str] = set()
@@ -166,89 +187,95 @@ def run_merge(
     result.files_applied = len(new_files)
 
     progress("read")
-    raw = spark.read.text(new_files, wholetext=True).select(
-        F.input_file_name().alias("path"), "value"
-    )
-    parsed = parse_lines(split_lines(raw), options.spec).persist()
-    _count(result, run_counts(parsed).collect())
-    abort_hook("read")
-    total = result.events_read + result.quarantined
-    if total and result.quarantined / total > options.max_bad_fraction:
-        failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
-        _quarantine(parsed).coalesce(1).write.mode("overwrite").json(failed_at)
-        parsed.unpersist()
-        raise TooManyBadRecords(
-            f"{result.quarantined} of {total} lines of {options.table} could not be applied "
-            f"({result.quarantined / total:.2%} > "
-            f"max_bad_fraction {options.max_bad_fraction:.2%}); "
-            f"nothing committed; the bad lines are in {failed_at}"
-        )
-
-    progress("fold")
-    meta_rows = [r.row_json for r in parsed.where(F.col("kind") == "schema").collect()]
-    signatures, toast = _ordered_signatures(meta_rows)
+    parsed = parse_files(read_files(spark, new_files), options.spec).persist()
+    cached = [parsed]  # released however the run ends: long-lived sessions must not pile them up
     try:
-        columns = unify(options.table, previous.columns, *signatures)
-    except SchemaChangeError as exc:
-        parsed.unpersist()
-        raise MergeError(str(exc)) from None
-    missing_key = [k for k in options.key if k not in dict(columns)]
-    if columns and missing_key:
-        raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
+        summary = run_summary(parsed).collect()
+        _count(result, summary)
+        abort_hook("read")
+        total = result.events_read + result.quarantined
+        if total and result.quarantined / total > options.max_bad_fraction:
+            failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
+            _quarantine(parsed).coalesce(1).write.mode("overwrite").json(failed_at)
+            raise TooManyBadRecords(
+                f"{result.quarantined} of {total} lines of {options.table} could not be applied "
+                f"({result.quarantined / total:.2%} > "
+                f"max_bad_fraction {options.max_bad_fraction:.2%}); "
+                f"nothing committed; the bad lines are in {failed_at}"
+            )
 
-    run_truncate = parsed.transform(truncate_order).first()["order"]  # type: ignore[index]
-    truncated_before = max(filter(None, (previous.truncated_before, run_truncate)), default=None)
+        progress("fold")
+        meta_rows = [text for row in summary if row["kind"] == "schema" for text in row["meta"]]
+        signatures, toast = _ordered_signatures(meta_rows)
+        try:
+            columns = unify(options.table, previous.columns, *signatures)
+        except SchemaChangeError as exc:
+            raise MergeError(str(exc)) from None
+        missing_key = [k for k in options.key if k not in dict(columns)]
+        if columns and missing_key:
+            raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
 
-    new_state = changes = None
-    if columns:
-        stored = sink.read_state(spark, previous)
-        full_state = (
-            align(stored, columns, [*METADATA_COLUMNS, DELETED])
-            if stored is not None
-            else empty_state(spark, columns)
+        run_truncate = max(
+            (row["order"] for row in summary if row["kind"] == "event" and row["op"] == "t"),
+            default=None,
         )
-        state = drop_truncated(full_state, truncated_before)
-        events = drop_truncated(decode_events(parsed, columns), truncated_before)
-        fresh = fresh_events(events, state, options.key)
-        latest = latest_per_key(fresh, options.key, columns, toast)
-        latest = fill_toast(latest, state, options.key, toast).persist()
-        for row in (
-            latest.groupBy("_cdc_op", F.size(TOAST) > 0)
-            .agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events"))
-            .collect()
-        ):
-            op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
-            result.applied += int(events_n)
-            if op == "d":
-                result.deletes += int(keys)
-            else:
-                result.upserts += int(keys)
-            if unresolved:
-                result.toast_unresolved += int(keys)
-        changed = changed_rows(latest, options.key, columns)
-        new_state = apply_changes(state, changed, options.key)
-        changes = changed.unionByName(
-            truncated_rows(full_state, changed, options.key, truncated_before)
+        truncated_before = max(
+            filter(None, (previous.truncated_before, run_truncate)), default=None
         )
-        abort_hook("fold")
-    result.stale_skipped = result.events_read - result.truncates - result.applied
 
-    progress("write")
-    applied = previous.applied_files | {relative(options.changes, p) for p in new_files}
-    committed = sink.commit(
-        spark,
-        previous=previous,
-        new_state=new_state,
-        columns=columns,
-        key=options.key,
-        truncated_before=truncated_before,
-        applied_files=frozenset(applied),
-        quarantine=_quarantine(parsed) if result.quarantined else None,
-        run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
-        hook=abort_hook,
-        changes=changes,
-    )
-    parsed.unpersist()
+        new_state = changes = None
+        if columns:
+            stored = sink.read_state(spark, previous)
+            full_state = (
+                align(stored, columns, [*METADATA_COLUMNS, DELETED])
+                if stored is not None
+                else empty_state(spark, columns)
+            )
+            state = drop_truncated(full_state, truncated_before)
+            events = drop_truncated(decode_events(parsed, columns), truncated_before)
+            fresh = fresh_events(events, state, options.key)
+            latest = latest_per_key(fresh, options.key, columns, toast)
+            latest = fill_toast(latest, state, options.key, toast).persist()
+            cached.append(latest)
+            for row in (
+                latest.groupBy("_cdc_op", F.size(TOAST) > 0)
+                .agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events"))
+                .collect()
+            ):
+                op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
+                result.applied += int(events_n)
+                if op == "d":
+                    result.deletes += int(keys)
+                else:
+                    result.upserts += int(keys)
+                if unresolved:
+                    result.toast_unresolved += int(keys)
+            changed = changed_rows(latest, options.key, columns)
+            new_state = apply_changes(state, changed, options.key)
+            changes = changed.unionByName(
+                truncated_rows(full_state, changed, options.key, truncated_before)
+            )
+            abort_hook("fold")
+        result.stale_skipped = result.events_read - result.truncates - result.applied
+
+        progress("write")
+        applied = previous.applied_files | {relative(options.changes, p) for p in new_files}
+        committed = sink.commit(
+            spark,
+            previous=previous,
+            new_state=new_state,
+            columns=columns,
+            key=options.key,
+            truncated_before=truncated_before,
+            applied_files=frozenset(applied),
+            quarantine=_quarantine(parsed) if result.quarantined else None,
+            run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
+            hook=abort_hook,
+            changes=changes,
+        )
+    finally:
+        for frame in cached:
+            frame.unpersist()
     result.version = committed.version
     result.committed = True
     return result
@@ -263,6 +290,8 @@ def _quarantine(parsed: DataFrame) -> DataFrame:
 def _count(result: RunResult, rows: list[Any]) -> None:
     for row in rows:
         kind, op, reason, count = row["kind"], row["op"], row["reason"], int(row["count"])
+        if kind == "schema":  # the workers' signature rows, not lines
+            continue
         result.lines += count
         if kind == "event":
             result.events_read += count

@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdclake_merge.debezium import TableSpec, dumps, parse_line
+from cdclake_merge.debezium import TableSpec, dumps, parse_line, split_file
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl
 
@@ -32,34 +32,25 @@ PARSED_DDL = (
     "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string"
 )
 _PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
+_OUTPUT_BATCH_ROWS = 10_000  # parsed rows per Arrow batch back to the JVM
 
 
 def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
 
 
-def split_lines(files: DataFrame) -> DataFrame:
-    """Whole files (``path``, ``value``) → one row per line with its 1-based number.
+def parse_files(files: DataFrame, spec: TableSpec) -> DataFrame:
+    """Whole change files (``path``, ``value``) → parsed outcomes (``PARSED_DDL``).
 
-    A final newline ends the last line; it does not start an empty one.
-    """
-    exploded = files.select(
-        "path", F.posexplode(F.split("value", "\n", -1)).alias("pos", "text"), "value"
-    )
-    last_empty = (F.col("text") == "") & F.col("value").endswith("\n")
-    last_empty = last_empty & (F.col("pos") == F.size(F.split("value", "\n", -1)) - 1)
-    return exploded.where(~last_empty).select(
-        F.col("path").alias("file"), (F.col("pos") + 1).cast("bigint").alias("line"), "text"
-    )
+    One row per line, numbered from 1 within its file (see
+    :func:`~cdclake_merge.debezium.split_file`), plus ``schema`` rows. Every line
+    becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason and the
+    raw text, for the quarantine). Each Python worker also emits one ``schema`` row
+    per partition listing the distinct column signatures and TOAST columns it saw,
+    which the driver unifies into the table schema.
 
-
-def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
-    """Lines → parsed outcomes (``PARSED_DDL``): one row per line, plus ``schema`` rows.
-
-    Every line becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason
-    and the raw text, for the quarantine). Each Python worker also emits one
-    ``schema`` row per partition listing the distinct column signatures and TOAST
-    columns it saw, which the driver unifies into the table schema.
+    Files are split in the worker, not with ``explode`` in the JVM: a whole file
+    travels to Python once, and its line numbers cannot depend on partitioning.
     """
 
     def parse_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -84,31 +75,35 @@ def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
 
         signatures: set[tuple[tuple[str, str], ...]] = set()
         toast_seen: set[str] = set()
+        out: dict[str, list[Any]] = {name: [] for name in _PARSED_NAMES}
         for batch in batches:
-            out: dict[str, list[Any]] = {name: [] for name in _PARSED_NAMES}
-            files = batch.column("file").to_pylist()
-            numbers = batch.column("line").to_pylist()
-            texts = batch.column("text").to_pylist()
-            for file, number, text in zip(files, numbers, texts, strict=True):
-                outcome = parse_line(text or "", spec)
-                change = outcome.change
-                out["kind"].append(outcome.kind)
-                out["file"].append(file)
-                out["line"].append(number)
-                out["reason"].append(outcome.reason)
-                out["raw"].append(text if outcome.kind == "bad" else None)
-                if change is None:
-                    for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
-                        out[name].append(None)
-                    continue
-                signatures.add(change.columns)
-                toast_seen.update(change.toast_columns)
-                out["op"].append(change.op)
-                out["order"].append(order_key(change.commit_lsn, change.lsn))
-                out["lsn"].append(change.lsn)
-                out["source_ts_ms"].append(change.source_ts_ms)
-                out["row_json"].append(None if change.row is None else dumps(change.row))
-                out["toast"].append(list(change.toast_columns))
+            paths = batch.column("path").to_pylist()
+            values = batch.column("value").to_pylist()
+            for path, value in zip(paths, values, strict=True):
+                for number, line in enumerate(split_file(value or ""), start=1):
+                    outcome = parse_line(line, spec)
+                    change = outcome.change
+                    out["kind"].append(outcome.kind)
+                    out["file"].append(path)
+                    out["line"].append(number)
+                    out["reason"].append(outcome.reason)
+                    out["raw"].append(line if outcome.kind == "bad" else None)
+                    if change is None:
+                        for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
+                            out[name].append(None)
+                        continue
+                    signatures.add(change.columns)
+                    toast_seen.update(change.toast_columns)
+                    out["op"].append(change.op)
+                    out["order"].append(order_key(change.commit_lsn, change.lsn))
+                    out["lsn"].append(change.lsn)
+                    out["source_ts_ms"].append(change.source_ts_ms)
+                    out["row_json"].append(None if change.row is None else dumps(change.row))
+                    out["toast"].append(list(change.toast_columns))
+                    if len(out["kind"]) >= _OUTPUT_BATCH_ROWS:
+                        yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
+                        out = {name: [] for name in _PARSED_NAMES}
+        if out["kind"]:
             yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
         if signatures or toast_seen:
             meta = {"signatures": [list(s) for s in signatures], "toast": sorted(toast_seen)}
@@ -117,7 +112,7 @@ def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
             row["row_json"] = [dumps(meta)]
             yield pa.RecordBatch.from_pydict(row, schema=arrow_schema)
 
-    return lines.mapInArrow(parse_batches, PARSED_DDL)
+    return files.mapInArrow(parse_batches, PARSED_DDL)
 
 
 def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
@@ -139,13 +134,6 @@ def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
         *[F.expr(decode_sql(name, t, f"r.`{name}`")).cast(t).alias(name) for name, t in columns],
         *METADATA_COLUMNS,
         TOAST,
-    )
-
-
-def truncate_order(parsed: DataFrame) -> DataFrame:
-    """The newest truncate of the run: one row, ``order`` null when there is none."""
-    return parsed.where((F.col("kind") == "event") & (F.col("op") == "t")).agg(
-        F.max("order").alias("order")
     )
 
 
@@ -172,11 +160,11 @@ def latest_per_key(
 ) -> DataFrame:
     """Rule: per key, the change with the highest (commit LSN, LSN) wins; never ``ts_ms``.
 
-    One hash aggregation (``max`` over a struct led by the order) instead of a
-    sorted window. Ties are identical redeliveries; the full struct makes the pick
-    deterministic anyway. ``_events`` counts the changes folded into each key. For
-    each TOAST-able column the newest real value in the run is kept alongside, for
-    :func:`fill_toast`.
+    One aggregation (``max`` over a struct led by the order) instead of a window:
+    rows leave it folded, with no ranking column to filter afterwards. Ties are
+    identical redeliveries; the full struct makes the pick deterministic anyway.
+    ``_events`` counts the changes folded into each key. For each TOAST-able column
+    the newest real value in the run is kept alongside, for :func:`fill_toast`.
     """
     value_columns = [name for name, _ in columns if name not in key]
     last = F.max(F.struct(ORDER, OP, LSN, SOURCE_TS, TOAST, *value_columns)).alias("_last")
@@ -284,15 +272,28 @@ def align(frame: DataFrame, columns: Sequence[ColumnDef], extra: Sequence[str] =
 
 
 def empty_state(spark: Any, columns: Sequence[ColumnDef]) -> DataFrame:
+    """The state before the first commit.
+
+    ``limit(0)`` lets the optimizer see that it is empty (an empty local relation),
+    so the first run's joins against it are planned away instead of shuffled.
+    """
     ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
     meta = f"{METADATA_DDL}, `{DELETED}` boolean"
-    return spark.createDataFrame([], f"{ddl}, {meta}")
+    return spark.createDataFrame([], f"{ddl}, {meta}").limit(0)
 
 
-def run_counts(parsed: DataFrame) -> DataFrame:
-    """Counts per outcome: events by op, skips and quarantined lines by reason."""
-    return (
-        parsed.where(F.col("kind") != "schema")
-        .groupBy("kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason")
-        .count()
+def run_summary(parsed: DataFrame) -> DataFrame:
+    """What the driver needs before folding, in one small aggregation (one Spark action).
+
+    One row per outcome: events by op, skips and quarantined lines by reason, with
+    ``count``; the ``t`` row's ``order`` is the newest truncate of the run; the
+    ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns.
+    """
+    is_schema = F.col("kind") == "schema"
+    return parsed.groupBy(
+        "kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason"
+    ).agg(
+        F.count(F.lit(1)).alias("count"),
+        F.max("order").alias("order"),
+        F.collect_list(F.when(is_schema, F.col("row_json"))).alias("meta"),
     )
