@@ -338,3 +338,68 @@ def test_parse_line_key_order_does_not_matter() -> None:
     event = envelope("c", lsn=3, after={"id": 1})
     reordered = dict(reversed(list(event.items())))
     assert parse_line(line(reordered), SPEC) == parse_line(line(event), SPEC)
+
+
+def compact(event: dict[str, object]) -> str:
+    """A line as Kafka Connect's JSON converter writes it: no spaces after separators."""
+    return json.dumps(event, separators=(",", ":"))
+
+
+def typed_line(id_type: str, lsn: int, value: int = 1) -> str:
+    return compact(
+        with_schema(
+            envelope("c", lsn=lsn, after={"id": 1, "v": value}),
+            [field("id", "int32"), field("v", id_type)],
+        )
+    )
+
+
+def test_parse_line_repeated_schema_same_outcome_as_full_parse() -> None:
+    lines = [typed_line("int64", lsn) for lsn in (10, 11, 12)]
+    got = [parse_line(text, SPEC) for text in lines]
+    assert got == [parse_value(json.loads(text), SPEC) for text in lines]
+    assert [o.change.lsn for o in got if o.change] == [10, 11, 12]
+
+
+def test_parse_line_known_schema_with_trailing_garbage_is_bad() -> None:
+    first = typed_line("int64", 10)
+    assert parse_line(first, SPEC).kind == "event"
+    outcome = parse_line(typed_line("int64", 11) + "}", SPEC)
+    assert outcome.kind == "bad"
+    assert outcome.reason is not None and outcome.reason.startswith("not valid JSON")
+
+
+def test_parse_line_known_schema_truncated_line_is_bad() -> None:
+    first = typed_line("int64", 10)
+    assert parse_line(first, SPEC).kind == "event"
+    head = first[: first.index(',"payload":') + len(',"payload":')]
+    outcome = parse_line(head + "12", SPEC)
+    assert outcome.kind == "bad"
+    assert outcome.reason is not None and outcome.reason.startswith("not valid JSON")
+
+
+def test_parse_line_schema_change_with_same_head_takes_new_type() -> None:
+    narrow, wide = typed_line("int32", 10), typed_line("int64", 11)
+    assert [dict(parse_line(t, SPEC).change.columns)["v"] for t in (narrow, wide)] == [  # type: ignore[union-attr]
+        "int",
+        "bigint",
+    ]
+    # The older schema again, written another way, must not reuse the newer plan.
+    spaced = json.dumps(json.loads(narrow))
+    assert dict(parse_line(spaced, SPEC).change.columns)["v"] == "int"  # type: ignore[union-attr]
+
+
+def test_parse_line_schema_with_payload_key_inside_parses_every_line() -> None:
+    def odd_line(lsn: int) -> str:
+        event = with_schema(
+            envelope("c", lsn=lsn, after={"id": 1, "v": 5}),
+            [field("id", "int32"), field("v", "int64")],
+        )
+        event["schema"]["payload"] = {"doc": ',"payload":'}  # type: ignore[index]
+        return compact(event)
+
+    got = [parse_line(odd_line(lsn), SPEC) for lsn in (10, 11)]
+    assert [(o.kind, o.change.row) for o in got if o.change] == [  # type: ignore[union-attr]
+        ("event", {"id": 1, "v": 5}),
+        ("event", {"id": 1, "v": 5}),
+    ]

@@ -118,11 +118,66 @@ def parse_line(text: str, spec: TableSpec) -> Outcome:
         return skip("blank line")
     if stripped == "null":
         return skip("tombstone (null value)")
-    try:
-        value = loads(stripped)
-    except (ValueError, TypeError) as exc:
-        return Outcome("bad", f"not valid JSON: {exc}")
+    value = _SCHEMA_PREFIX.load(stripped)
+    if value is None:
+        try:
+            value = loads(stripped)
+        except (ValueError, TypeError) as exc:
+            return Outcome("bad", f"not valid JSON: {exc}")
+        _SCHEMA_PREFIX.learn(stripped, value)
     return parse_value(value, spec)
+
+
+class _SchemaPrefix:
+    """Parses a schema-included line without parsing its schema again.
+
+    The JSON converter writes ``{"schema":S,"payload":P}`` with the same ``S`` on
+    every line of a table version, and ``S`` is most of the line. Once a line's
+    ``S`` is known (its text checked to parse to the line's schema), a line that
+    starts with exactly ``{"schema":S,"payload":`` and ends with ``}`` is that
+    schema plus whatever its middle parses to, so only the payload is parsed. Any
+    other line, or a middle that does not parse on its own, takes the full path.
+    """
+
+    _HEAD = '{"schema":'
+    _SEPARATOR = ',"payload":'
+
+    def __init__(self) -> None:
+        self.prefix: str | None = None
+        self.schema: dict[str, Any] | None = None
+        self.schema_text = ""
+
+    def load(self, line: str) -> dict[str, Any] | None:
+        prefix = self.prefix
+        if prefix is None or not line.startswith(prefix) or not line.endswith("}"):
+            return None
+        try:
+            payload = loads(line[len(prefix) : -1])
+        except (ValueError, TypeError):
+            return None
+        return {"schema": self.schema, "payload": payload}
+
+    def learn(self, line: str, value: Any) -> None:
+        if not (isinstance(value, dict) and isinstance(value.get("schema"), dict)):
+            return
+        end = line.find(self._SEPARATOR)
+        if not line.startswith(self._HEAD) or end < 0:
+            return
+        text = line[len(self._HEAD) : end]
+        try:
+            if loads(text) != value["schema"]:
+                return
+        except (ValueError, TypeError):
+            return
+        self.prefix = line[: end + len(self._SEPARATOR)]
+        self.schema, self.schema_text = value["schema"], text
+
+    def key(self, schema: dict[str, Any]) -> str:
+        """The schema's cache key: its text when it is the known one, else re-serialized."""
+        return self.schema_text if schema is self.schema else dumps(schema)
+
+
+_SCHEMA_PREFIX = _SchemaPrefix()
 
 
 def parse_value(value: Any, spec: TableSpec) -> Outcome:
@@ -282,7 +337,7 @@ _MAX_PLANS = 256  # distinct schemas a worker remembers (each table version is o
 def _schema_plan(schema: dict[str, Any] | None, image_name: str | None) -> SchemaPlan | None:
     if not schema:
         return None
-    cache_key = (image_name, dumps(schema))
+    cache_key = (image_name, _SCHEMA_PREFIX.key(schema))
     plan = _PLANS.get(cache_key)
     if plan is None:
         if len(_PLANS) >= _MAX_PLANS:

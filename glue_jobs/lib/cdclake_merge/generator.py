@@ -90,6 +90,28 @@ def _decimal_b64(value: Decimal, scale: int) -> str:
     return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode()
 
 
+class _KeySet:
+    """Keys with O(1) add, remove and random pick (a 1M-event run picks a million times)."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.index: dict[int, int] = {}
+
+    def add(self, key: int) -> None:
+        if key not in self.index:
+            self.index[key] = len(self.keys)
+            self.keys.append(key)
+
+    def remove(self, key: int) -> None:
+        i = self.index.pop(key)
+        last = self.keys.pop()
+        if last != key:
+            self.keys[i], self.index[last] = last, i
+
+    def pick(self, rng: random.Random) -> int:
+        return self.keys[rng.randrange(len(self.keys))]
+
+
 class Simulation:
     """The source table and its change stream, in commit order."""
 
@@ -97,12 +119,24 @@ class Simulation:
         self.o = options
         self.rng = random.Random(options.seed)
         self.rows: dict[int, dict[str, Any]] = {}
+        # The keys of ``rows`` and the unused ones, for picking either at random in O(1).
+        self.live, self.free = _KeySet(), _KeySet()
+        for key in range(1, options.keys + 1):
+            self.free.add(key)
         self.events: list[Event] = []
         self.lsn = 24_000_000 + self.rng.randrange(1000)
         self.commit_lsn: int | None = None
         self.clock_ms = 1_704_103_200_000 + self.rng.randrange(10**8)  # 2024-01-01T10:00Z-ish
         self.tx = 500
         self.truncated = False
+
+    def _take(self, key: int) -> None:
+        self.free.remove(key)
+        self.live.add(key)
+
+    def _release(self, key: int) -> None:
+        self.live.remove(key)
+        self.free.add(key)
 
     # values ------------------------------------------------------------------------------
 
@@ -161,6 +195,7 @@ class Simulation:
         snapshot_lsn = self.lsn
         for i, key in enumerate(sorted(keys)):
             self.rows[key] = self._row(key)
+            self._take(key)
             flag = "last" if i == len(keys) - 1 else ("first" if i == 0 else "true")
             self.events.append(
                 Event("r", None, dict(self.rows[key]), None, snapshot_lsn, self.clock_ms, 0, flag)
@@ -177,13 +212,12 @@ class Simulation:
         free = self.o.keys - len(self.rows)
         roll = r.random()
         if not self.rows or (roll < 0.3 and free > 0):
-            key = r.randrange(1, self.o.keys + 1)
-            while key in self.rows:
-                key = r.randrange(1, self.o.keys + 1)
+            key = self.free.pick(r)
             self.rows[key] = self._row(key)
+            self._take(key)
             self._emit("c", None, dict(self.rows[key]))
             return
-        key = r.choice(list(self.rows))
+        key = self.live.pick(r)
         if roll < 0.80:
             old = self.rows[key]
             new = self._row(key)
@@ -199,19 +233,22 @@ class Simulation:
             self._emit("u", None, sent)
         elif roll < 0.93 or free <= 0:
             del self.rows[key]
+            self._release(key)
             self._emit("d", {"id": key}, None)
         else:  # primary key change: delete of the old key, create of the new one
-            new_key = r.randrange(1, self.o.keys + 1)
-            while new_key in self.rows:
-                new_key = r.randrange(1, self.o.keys + 1)
+            new_key = self.free.pick(r)
             row = dict(self.rows.pop(key))
             row["id"] = new_key
             row["quantity"] = r.randrange(1000)
             self.rows[new_key] = row
+            self._release(key)
+            self._take(new_key)
             self._emit("d", {"id": key}, None)
             self._emit("c", None, dict(row))
 
     def truncate(self) -> None:
+        for key in list(self.rows):
+            self._release(key)
         self.rows.clear()
         self._emit("t", None, None)
         self._commit()

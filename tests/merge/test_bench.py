@@ -1,0 +1,45 @@
+"""The README's benchmark command, on a small input: it runs, checks itself and writes figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_merge_throughput_small_run_writes_consistent_results(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(repo_root / "bench" / "merge_throughput.py"),
+            "--events=3000",
+            "--keys=300",
+            "--warm-up=1000",
+            "--no-scaling",
+            f"--data-dir={tmp_path / 'data'}",
+            f"--results-dir={results}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [written] = results.glob("merge_throughput-*.json")
+    figures = json.loads(written.read_text())
+    [run] = figures["runs"]
+    assert run["events"] >= 3000 and run["keys"] == 300
+    rate = run["events"] / run["cdclake_merge_s"]  # the rounded time: within a few percent
+    assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
+    assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
+    assert isinstance(run["targets_met"], bool)
+    assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
+    assert "targets" in done.stdout
