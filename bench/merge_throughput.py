@@ -114,7 +114,7 @@ def bench_duckdb(data: Path, work: Path) -> float:
 
 
 def read_into_page_cache(data: Path) -> None:
-    """Reads every input file once, so no contender pays for the disk and the one after it not."""
+    """Reads every input file once, so the first contender does not pay for the disk alone."""
     for path in (data / "topics").rglob("*.json"):
         with path.open("rb") as f:
             while f.read(1 << 24):
@@ -163,7 +163,7 @@ def measure(events: int, keys: int, spark: Any, root: Path) -> dict[str, Any]:
     }
 
 
-def machine() -> dict[str, Any]:
+def machine(spark: Any) -> dict[str, Any]:
     import duckdb
     import pyspark
 
@@ -181,12 +181,8 @@ def machine() -> dict[str, Any]:
         "java": java.splitlines()[0] if java else None,
         "pyspark": pyspark.__version__,
         "duckdb": duckdb.__version__,
-        "spark_master": spark_master(),
+        "spark_master": spark.sparkContext.master,
     }
-
-
-def spark_master() -> str:
-    return os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]")
 
 
 def main() -> None:
@@ -220,7 +216,7 @@ def main() -> None:
         print(json.dumps(figures, indent=2), flush=True)
         runs.append(figures)
     result = {
-        "machine": machine(),
+        "machine": machine(spark),
         "targets": {
             "cdclake_vs_duckdb_at_least": TARGET_VS_DUCKDB,
             "cdclake_faster_than_spark_window": True,

@@ -98,9 +98,8 @@ class _KeySet:
         self.index: dict[int, int] = {}
 
     def add(self, key: int) -> None:
-        if key not in self.index:
-            self.index[key] = len(self.keys)
-            self.keys.append(key)
+        self.index[key] = len(self.keys)
+        self.keys.append(key)
 
     def remove(self, key: int) -> None:
         i = self.index.pop(key)
