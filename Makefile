@@ -18,7 +18,9 @@ help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed node_modules/.installed ## Create .venv (runtime + dev deps, cdclake CLI) and the pinned CDK CLI
+JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
+
+setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is needed for PySpark (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -26,6 +28,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+# Every JVM piece the project runs locally is declared in jvm/ and resolved here, never committed.
+jvm/lib/.resolved: $(JVM_POMS)
+	@command -v mvn >/dev/null || { echo "Maven 3.8+ is needed (apt-get install maven)"; exit 1; }
+	rm -rf jvm/lib
+	mvn -B -q -f jvm/pom.xml dependency:copy-dependencies
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
