@@ -99,6 +99,7 @@ class LakeStack(cdk.Stack):
         """Least privilege for the merge jobs: explicit actions, prefixes, one database."""
         prefix = self.config.prefix
         storage = self.storage
+        quarantine_folders = [t.lake_table_name for t in self.config.lake_tables]
         statements = [
             # Read change files of this environment's topics only.
             iam.PolicyStatement(
@@ -127,11 +128,37 @@ class LakeStack(cdk.Stack):
                     storage.assets_bucket.arn_for_objects("spark-logs/*"),
                 ],
             ),
-            # Write rejected records.
+            # Rejected records, through Spark's JSON writer: it probes the folder (HEAD on
+            # the folder's own key, then a listing), writes under _temporary/ and renames
+            # (copy + delete). Listing is bucket-wide because S3 answers a HEAD on a missing
+            # key with 403 instead of 404 unless ListBucket is allowed, and an s3:prefix
+            # condition never matches a HEAD; the bucket holds nothing but quarantine.
+            iam.PolicyStatement(
+                sid="ListQuarantine",
+                actions=["s3:ListBucket"],
+                resources=[self.quarantine_bucket.bucket_arn],
+            ),
             iam.PolicyStatement(
                 sid="WriteQuarantine",
-                actions=["s3:PutObject"],
-                resources=[self.quarantine_bucket.arn_for_objects("*")],
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[
+                    arn
+                    for folder in quarantine_folders
+                    for arn in (
+                        self.quarantine_bucket.arn_for_objects(folder),
+                        self.quarantine_bucket.arn_for_objects(f"{folder}/*"),
+                    )
+                ],
+            ),
+            # The Glue Data Catalog client checks `default` when it starts and creates it
+            # when missing; without this Hudi's catalog sync fails after the data commit.
+            iam.PolicyStatement(
+                sid="CatalogDefaultDatabase",
+                actions=["glue:GetDatabase", "glue:CreateDatabase"],
+                resources=[
+                    self.format_arn(service="glue", resource="catalog"),
+                    self.format_arn(service="glue", resource="database", resource_name="default"),
+                ],
             ),
             # Hudi's catalog sync: this database and its tables only.
             iam.PolicyStatement(
@@ -206,7 +233,11 @@ class LakeStack(cdk.Stack):
             f"{arn_of(self.storage.assets_bucket)}/tmp/*": "Glue temporary directory",
             f"{arn_of(self.lake_bucket)}/warehouse/*": "Hudi writes data, log and metadata "
             "files anywhere in its table folders",
-            f"{arn_of(self.quarantine_bucket)}/*": "Rejected records, one folder per table",
+            **{
+                f"{arn_of(self.quarantine_bucket)}/{table.lake_table_name}/*": "Rejected "
+                "records of this table; Spark names its part and temporary files per run"
+                for table in self.config.lake_tables
+            },
             partition_arn % ("glue", f"table/{self.glue_database}/*"): "Hudi creates and "
             "syncs one catalog table per lake table in this database only",
         }

@@ -35,6 +35,8 @@ def render(env: Any, value: Any) -> str:
     }
     if isinstance(value, str):
         return value
+    if "Fn::GetAtt" in value:
+        return names.get(value["Fn::GetAtt"][0], "<token>")
     delimiter, parts = value["Fn::Join"]
     return delimiter.join(
         p
@@ -42,6 +44,16 @@ def render(env: Any, value: Any) -> str:
         else names.get(p.get("Ref") or p.get("Fn::GetAtt", [""])[0], "<token>")
         for p in parts
     )
+
+
+def allowed(env: Any, action: str) -> set[str]:
+    """Rendered resources of every Allow statement of the lake stack granting ``action``."""
+    return {
+        render(env, resource)
+        for statement in policy_statements(env.template("lake"))
+        if statement["Effect"] == "Allow" and action in as_list(statement["Action"])
+        for resource in as_list(statement["Resource"])
+    }
 
 
 def jobs(env: Any) -> dict[str, dict[str, Any]]:
@@ -218,7 +230,7 @@ def test_lake_job_role_least_privilege(env: Any) -> None:
     ]
     database = env.config.lake.glue_database
     assert sorted(r.split(":")[-1] for r in glue_resources) == sorted(
-        ["catalog", f"database/{database}", f"table/{database}/*"]
+        ["catalog", f"database/{database}", f"table/{database}/*", "catalog", "database/default"]
     )
     writes = {
         render(env, r)
@@ -227,9 +239,38 @@ def test_lake_job_role_least_privilege(env: Any) -> None:
         for r in as_list(s["Resource"])
     }
     assert "<change_bucket>" not in " ".join(writes)  # change files are read-only
+    quarantine = {
+        f"<quarantine_bucket>/{t.lake_table_name}{suffix}"
+        for t in env.config.lake_tables
+        for suffix in ("", "/*")
+    }
     assert writes == {
         "<lake_bucket>/warehouse/*",
         "<assets_bucket>/tmp/*",
         "<assets_bucket>/spark-logs/*",
-        "<quarantine_bucket>/*",
+        *quarantine,
     }
+
+
+def test_lake_job_role_default_database_get_and_create_allowed(env: Any) -> None:
+    # The Glue Data Catalog client checks (and creates) `default` when the job starts.
+    for action in ("glue:GetDatabase", "glue:CreateDatabase"):
+        names = {r.split(":")[-1] for r in allowed(env, action)}
+        assert {"catalog", "database/default"} <= names, (action, names)
+
+
+def test_lake_job_role_quarantine_prefix_list_get_put_delete_allowed(env: Any) -> None:
+    # Spark's JSON writer probes, lists, renames (copy + delete) under its output folder.
+    assert "<quarantine_bucket>" in allowed(env, "s3:ListBucket")
+    for table in env.config.lake_tables:
+        folder = f"<quarantine_bucket>/{table.lake_table_name}"
+        for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+            assert {folder, f"{folder}/*"} <= allowed(env, action), (action, table.name)
+
+
+def test_lake_job_role_quarantine_objects_limited_to_table_folders(env: Any) -> None:
+    folders = {t.lake_table_name for t in env.config.lake_tables}
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        quarantine = {r for r in allowed(env, action) if r.startswith("<quarantine_bucket>/")}
+        assert quarantine
+        assert {r.split("/")[1] for r in quarantine} == folders, action
