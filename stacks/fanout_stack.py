@@ -67,7 +67,9 @@ class FanOutStack(cdk.Stack):
         allow_database_from(database, self.debezium_server.security_group, "Debezium Server")
 
         # The bus and its archive.
-        self.change_bus = ChangeEventBus(self, "Bus", config=config, key=self.encryption_key)
+        self.change_bus = ChangeEventBus(
+            self, "Bus", config=config, encryption_key=self.encryption_key
+        )
         self.event_bus = self.change_bus.bus
 
         # The fan-out Lambda.

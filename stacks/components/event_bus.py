@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -12,19 +12,39 @@ from cdclake.config import EnvironmentConfig
 
 class ChangeEventBus(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        encryption_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bus = events.EventBus(
-            self, "Bus", event_bus_name=config.resource_name("changes"), kms_key=key
+            self, "Bus", event_bus_name=config.resource_name("changes"), kms_key=encryption_key
         )
-        # Everything the fan-out publishes, kept for replay into the same bus.
+        # Everything the fan-out publishes, kept for replay into the same bus. L1, because
+        # EventBus.archive() drops kms_key (aws-cdk#38298) and the Archive L2 writes the bus's
+        # GetAtt ARN into the key policy, a cycle (key -> bus -> key) CloudFormation rejects.
+        # Placed where archive() put it, so the logical id stays and the archive is updated.
         sources = sorted({t.event_source for t in config.fanout_tables})
-        self.archive = self.bus.archive(
+        self.archive = events.CfnArchive(
+            Construct(self.bus, "Archive"),
             "Archive",
+            source_arn=self.bus.event_bus_arn,
             archive_name=config.resource_name("changes"),
             description="every change event, for replay",
-            event_pattern=events.EventPattern(source=sources or ["cdc"]),
-            retention=cdk.Duration.days(config.fanout.archive_retention_days),
-            kms_key=key,
+            event_pattern={"source": sources or ["cdc"]},
+            retention_days=config.fanout.archive_retention_days,
+            kms_key_identifier=encryption_key.key_arn,
+        )
+        # The archive key policy AWS documents: EventBridge describes the key unconditionally
+        # (the bus's own statement only covers calls whose source is the bus).
+        encryption_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeArchiveDescribeKey",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:DescribeKey"],
+                resources=["*"],
+            )
         )

@@ -155,3 +155,34 @@ def test_fanout_no_literal_secret_in_template(prod: dict[str, Any]) -> None:
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_fanout_template_matches_snapshot(synth, snapshot, env: str) -> None:  # type: ignore[no-untyped-def]
     assert stable(normalized(synth(env).template("fanout")["Resources"])) == snapshot
+
+
+def _stack_key_arn(template: dict[str, Any]) -> dict[str, Any]:
+    (key_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
+    return {"Fn::GetAtt": [key_id, "Arn"]}
+
+
+def test_fanout_archive_encrypted_with_stack_key(dev: dict[str, Any]) -> None:
+    assert only(dev, "AWS::Events::Archive")["KmsKeyIdentifier"] == _stack_key_arn(dev)
+
+
+def test_fanout_archive_keeps_its_logical_id(dev: dict[str, Any]) -> None:
+    # The id deployed so far: a new one would replace the archive (and lose its events),
+    # and the replacement's fixed name would collide with the old one.
+    assert list(resources(dev, "AWS::Events::Archive")) == ["BusArchiveDBBF46CD"]
+
+
+def test_fanout_key_policy_eventbridge_describe_key_for_archive_allowed(
+    dev: dict[str, Any],
+) -> None:
+    # The bus's own statement holds only for calls from the bus (aws:SourceArn); the archive
+    # key policy AWS documents lets EventBridge describe the key without that condition.
+    statements = only(dev, "AWS::KMS::Key")["KeyPolicy"]["Statement"]
+    unconditioned = {
+        action
+        for s in statements
+        if "events.amazonaws.com" in json.dumps(s.get("Principal", {}))
+        and "aws:SourceArn" not in json.dumps(s.get("Condition", {}))
+        for action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    }
+    assert "kms:DescribeKey" in unconditioned
