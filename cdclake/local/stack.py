@@ -1,0 +1,754 @@
+"""The local capture stack: start, inspect, reconcile and stop it.
+
+Everything lives under one state folder (default ``.local-stack/`` in the repository):
+
+    state.json            ports, PIDs (with start times), bucket
+    logs/<name>.log       one log per process
+    postgres/data         the cluster (owned by the ``postgres`` user when run as root)
+    kafka/                KRaft metadata and log dirs, server.properties
+    connect/              worker.properties and the connector configs as sent
+    plugins/              plugin.path: debezium-postgres/ and s3-sink/
+    secrets/              the replication user's credentials (mode 0600), read by the worker's
+                          file config provider; never printed
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from pg8000.native import Connection, DatabaseError, InterfaceError, identifier, literal
+
+from cdclake.config import EnvironmentConfig, load_config
+from cdclake.local import processes
+from cdclake.local.connect import (
+    ConnectClient,
+    LocalEndpoints,
+    connector_configs,
+    dump,
+    worker_config,
+)
+from cdclake.local.processes import StackError, Tracked
+from connectors.configs import connector_name, render_properties
+from lambdas.bootstrap.sql import (
+    BootstrapResult,
+    BootstrapSpec,
+    TableSpec,
+    bootstrap,
+    publication_tables,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
+JVM_LIB = REPO_ROOT / "jvm" / "lib"
+SINK_SOURCE = Path(__file__).resolve().parent / "java"
+# Dummy credentials: moto accepts any; the worker's AWS SDK finds them in its environment, the
+# same default provider chain that picks up the IAM role on MSK Connect.
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "cdclake-local",
+    "AWS_SECRET_ACCESS_KEY": "cdclake-local",
+    "AWS_REGION": "us-east-1",
+}
+SUPERUSER = "postgres"
+# Two cores are shared with other work: small heaps, one GC thread.
+JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+PROCESS_ORDER = ("moto", "postgres", "kafka", "connect")
+LOG4J = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.reflections=ERROR
+log4j.logger.org.apache.kafka.clients=WARN
+# Sinks subscribe to topics of tables that do not exist yet; one warning a second each.
+log4j.logger.org.apache.kafka.clients.NetworkClient=ERROR
+log4j.logger.kafka.server.KafkaConfig=WARN
+"""
+
+
+@dataclass
+class State:
+    """What ``up`` started; written to ``state.json`` so ``status``/``down`` find it later."""
+
+    env: str
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: dict[str, Tracked] = field(default_factory=dict)
+    bucket: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "env": self.env,
+                "ports": self.ports,
+                "processes": {k: v.to_dict() for k, v in self.processes.items()},
+                "bucket": self.bucket,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> State:
+        raw = json.loads(text)
+        return cls(
+            env=raw["env"],
+            ports={k: int(v) for k, v in raw["ports"].items()},
+            processes={k: Tracked.from_dict(v) for k, v in raw["processes"].items()},
+            bucket=raw["bucket"],
+        )
+
+
+@dataclass
+class ReconcileResult:
+    bootstrap: BootstrapResult
+    joined: list[str]
+    signal_id: str | None
+
+
+def bootstrap_spec(config: EnvironmentConfig) -> BootstrapSpec:
+    """The spec the Aurora custom resource gets (stacks/components/replication_bootstrap.py
+    builds the same from config; importing it would start the CDK's jsii runtime)."""
+    replication = config.database.replication
+    return BootstrapSpec(
+        replication_user=replication.user,
+        publication=replication.publication,
+        heartbeat_table=replication.heartbeat_table,
+        signal_table=replication.signal_table,
+        tables=tuple(TableSpec(t.name, t.replica_identity) for t in config.tables),
+        slots=(replication.slot, replication.fanout_slot),
+        drop_objects_on_delete=replication.drop_objects_on_delete,
+    )
+
+
+def postgres_bin_dir() -> Path:
+    """Debian's server binaries (newest major), or ``$CDCLAKE_PG_BIN``."""
+    override = os.environ.get("CDCLAKE_PG_BIN")
+    candidates = [Path(override)] if override else []
+    candidates += sorted(
+        (Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/postgres")),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    for candidate in candidates:
+        if (candidate / "postgres").exists() and (candidate / "initdb").exists():
+            return candidate
+    raise StackError(
+        "no PostgreSQL server binaries (initdb, postgres) found under /usr/lib/postgresql/*/bin; "
+        "install Debian's server: apt-get install -y postgresql (or set CDCLAKE_PG_BIN)"
+    )
+
+
+def java_binary(tool: str = "java") -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / tool).exists():
+        return str(Path(home) / "bin" / tool)
+    found = shutil.which(tool)
+    if not found:
+        raise StackError(f"{tool} not found: the local stack needs a Java 17 JDK")
+    return found
+
+
+def jvm_lib(module: str) -> Path:
+    path = JVM_LIB / module
+    if not path.is_dir() or not any(path.glob("*.jar")):
+        raise StackError(
+            f"{path} has no jars; resolve them with "
+            "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (part of `make setup`)"
+        )
+    return path
+
+
+def _pg_user() -> str | None:
+    """PostgreSQL refuses to run as root: run it as ``postgres`` then (Debian's package user)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        raise StackError(
+            "running as root, and there is no `postgres` user to run the server as; "
+            "apt-get install -y postgresql creates it"
+        ) from None
+    return "postgres"
+
+
+class LocalStack:
+    """One local stack rooted at ``root``; every method is safe to call from a new process."""
+
+    def __init__(self, root: Path | None = None, env: str = "local") -> None:
+        self.root = (root or Path(os.environ.get("CDCLAKE_LOCAL_DIR", DEFAULT_STATE_DIR))).resolve()
+        self.env = env
+        self.config = load_config(env)
+        self.state_file = self.root / "state.json"
+        self.secrets_file = self.root / "secrets" / "replication.properties"
+
+    # -- state ---------------------------------------------------------------------------
+
+    def load_state(self) -> State | None:
+        if not self.state_file.exists():
+            return None
+        return State.from_json(self.state_file.read_text())
+
+    def _save(self, state: State) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(state.to_json())
+        tmp.replace(self.state_file)
+
+    def endpoints(self, state: State) -> LocalEndpoints:
+        return LocalEndpoints(
+            postgres_port=state.ports["postgres"],
+            kafka_port=state.ports["kafka"],
+            connect_port=state.ports["connect"],
+            s3_port=state.ports["moto"],
+            bucket=state.bucket,
+            secrets_file=self.secrets_file,
+        )
+
+    def running(self) -> dict[str, bool]:
+        state = self.load_state()
+        if state is None:
+            return {}
+        return {name: processes.is_running(p) for name, p in state.processes.items()}
+
+    # -- up ------------------------------------------------------------------------------
+
+    def up(
+        self, *, timeout: float = 300.0, progress: Callable[[str], None] = lambda _: None
+    ) -> State:
+        """Start whatever is not running, (re)configure the connectors, wait for RUNNING."""
+        state = self.load_state()
+        if state is not None and state.env != self.env:
+            raise StackError(f"{self.root} holds a stack for env {state.env!r}; run down first")
+        if state is None:
+            state = State(env=self.env, bucket=f"{self.config.prefix}-changes")
+        for name in PROCESS_ORDER:
+            if name in state.processes and not processes.is_running(state.processes[name]):
+                del state.processes[name]
+        for name in ("moto", "postgres", "kafka", "connect"):
+            if name not in state.processes:
+                port = state.ports.get(name)
+                if port is None or processes.port_open(port):
+                    state.ports[name] = processes.free_port()
+        if "kafka" not in state.processes:
+            controller = state.ports.get("kafka_controller")
+            if controller is None or processes.port_open(controller):
+                state.ports["kafka_controller"] = processes.free_port()
+        self._save(state)
+        try:
+            if "moto" not in state.processes:
+                progress("starting moto S3")
+                state.processes["moto"] = self._start_moto(state)
+                self._save(state)
+            self._ensure_bucket(state)
+            if "postgres" not in state.processes:
+                progress("starting PostgreSQL")
+                state.processes["postgres"] = self._start_postgres(state)
+                self._save(state)
+            progress("bootstrapping replication (role, grants, publication)")
+            self._bootstrap(state)
+            if "kafka" not in state.processes:
+                progress("starting Kafka (KRaft)")
+                state.processes["kafka"] = self._start_kafka(state)
+                self._save(state)
+            if "connect" not in state.processes:
+                progress("starting Kafka Connect")
+                state.processes["connect"] = self._start_connect(state, timeout=timeout)
+                self._save(state)
+            progress("configuring connectors")
+            self.apply_connectors(state)
+            progress("waiting for connectors to report RUNNING")
+            self.wait_running(state, timeout=timeout)
+        except BaseException:
+            self._save(state)
+            raise
+        return state
+
+    def _log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    def _start_moto(self, state: State) -> Tracked:
+        port = state.ports["moto"]
+        proc = processes.spawn(
+            "moto",
+            [
+                os.environ.get("CDCLAKE_PYTHON", _python()),
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            log=self._log("moto"),
+            env={**os.environ, **AWS_ENV},
+        )
+        processes.wait_for("moto", lambda: processes.port_open(port), timeout=60, proc=proc)
+        return proc
+
+    def s3_client(self, state: State | None = None) -> Any:
+        state = state or self.load_state()
+        if state is None:
+            raise StackError("the local stack is not up")
+        return boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{state.ports['moto']}",
+            aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+            region_name=AWS_ENV["AWS_REGION"],
+        )
+
+    def _ensure_bucket(self, state: State) -> None:
+        s3 = self.s3_client(state)
+        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        if state.bucket not in existing:
+            s3.create_bucket(Bucket=state.bucket)
+
+    def _start_postgres(self, state: State) -> Tracked:
+        bindir = postgres_bin_dir()
+        user = _pg_user()
+        base = self.root / "postgres"
+        data = base / "data"
+        sockets = base / "run"
+        for folder in (base, sockets):
+            folder.mkdir(parents=True, exist_ok=True)
+        if user is not None:
+            for folder in (base, sockets):
+                shutil.chown(folder, user=user, group=user)
+        if not (data / "PG_VERSION").exists():
+            # Local connections and the superuser over TCP are trusted (127.0.0.1 only); every
+            # other role logs in with a password, as Debezium does against Aurora.
+            subprocess.run(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    SUPERUSER,
+                    "-E",
+                    "UTF8",
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    "--no-instructions",
+                ],
+                check=True,
+                user=user,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            hba = data / "pg_hba.conf"
+            hba.write_text(
+                f"local all all trust\n"
+                f"host all {SUPERUSER} 127.0.0.1/32 trust\n"
+                "host all all 127.0.0.1/32 scram-sha-256\n"
+                "host replication all 127.0.0.1/32 scram-sha-256\n"
+            )
+        port = state.ports["postgres"]
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(port),
+            "unix_socket_directories": str(sockets),
+            "wal_level": "logical",
+            "max_replication_slots": str(self.config.database.replication.max_replication_slots),
+            "max_wal_senders": str(self.config.database.replication.max_wal_senders),
+            "shared_buffers": "64MB",
+            # A throwaway cluster: durability across power loss buys nothing here.
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+        }
+        argv = [str(bindir / "postgres"), "-D", str(data)]
+        for key, value in settings.items():
+            argv += ["-c", f"{key}={value}"]
+        proc = processes.spawn("postgres", argv, log=self._log("postgres"), user=user)
+        processes.wait_for(
+            "PostgreSQL", lambda: self._accepts_connections(state), timeout=60, proc=proc
+        )
+        return proc
+
+    def _accepts_connections(self, state: State) -> bool:
+        conn = Connection(
+            user=SUPERUSER, host="127.0.0.1", port=state.ports["postgres"], database="postgres"
+        )
+        conn.close()
+        return True
+
+    @contextmanager
+    def connect(
+        self, state: State | None = None, *, database: str | None = None
+    ) -> Iterator[Connection]:
+        """A superuser connection to the stack's database (for bootstrap, tests, workloads)."""
+        state = state or self.load_state()
+        if state is None:
+            raise StackError("the local stack is not up")
+        conn = Connection(
+            user=SUPERUSER,
+            host="127.0.0.1",
+            port=state.ports["postgres"],
+            database=database or self.config.database.name,
+        )
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _credentials(self) -> tuple[str, str]:
+        """The replication user's name and password, made once and kept in the state folder."""
+        user = self.config.database.replication.user
+        if self.secrets_file.exists():
+            values = dict(
+                line.split("=", 1)
+                for line in self.secrets_file.read_text().splitlines()
+                if "=" in line
+            )
+            return values["username"], values["password"]
+        password = secrets.token_urlsafe(24)
+        self.secrets_file.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.secrets_file.parent, 0o700)
+        fd = os.open(self.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"username={user}\npassword={password}\n")
+        return user, password
+
+    def _password_works(self, state: State, user: str, password: str) -> bool:
+        try:
+            conn = Connection(
+                user=user,
+                password=password,
+                host="127.0.0.1",
+                port=state.ports["postgres"],
+                database=self.config.database.name,
+            )
+        except (DatabaseError, InterfaceError):
+            return False
+        conn.close()
+        return True
+
+    def _bootstrap(self, state: State) -> BootstrapResult:
+        with self.connect(state, database="postgres") as admin:
+            name = self.config.database.name
+            if not admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=name):
+                admin.run(f"CREATE DATABASE {identifier(name)}")
+        user, password = self._credentials()
+        works = self._password_works(state, user, password)
+        with self.connect(state) as conn:
+            return bootstrap(
+                conn, bootstrap_spec(self.config), password=password, password_works=works
+            )
+
+    def _start_kafka(self, state: State) -> Tracked:
+        lib = jvm_lib("kafka")
+        base = self.root / "kafka"
+        base.mkdir(parents=True, exist_ok=True)
+        port, controller = state.ports["kafka"], state.ports["kafka_controller"]
+        # MSK's broker defaults that matter to Connect: no auto-created topics.
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(base / "data"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+        }
+        server = base / "server.properties"
+        server.write_text(render_properties(properties))
+        log4j = base / "log4j.properties"
+        log4j.write_text(LOG4J)
+        classpath = f"{lib}/*"
+        java = java_binary()
+        if not (base / "data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run(
+                [
+                    java,
+                    *JVM_OPTS,
+                    f"-Dlog4j.configuration=file:{log4j}",
+                    "-cp",
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(server),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        proc = processes.spawn(
+            "kafka",
+            [
+                java,
+                *JVM_OPTS,
+                f"-Dlog4j.configuration=file:{log4j}",
+                "-cp",
+                classpath,
+                "kafka.Kafka",
+                str(server),
+            ],
+            log=self._log("kafka"),
+        )
+        processes.wait_for("Kafka", lambda: processes.port_open(port), timeout=120, proc=proc)
+        return proc
+
+    def _plugin_path(self) -> Path:
+        """plugin.path with one folder per plugin, as MSK Connect gives each plugin its own."""
+        plugins = self.root / "plugins"
+        debezium = plugins / "debezium-postgres"
+        sink = plugins / "s3-sink"
+        if plugins.exists():
+            shutil.rmtree(plugins)
+        debezium.mkdir(parents=True)
+        sink.mkdir(parents=True)
+        for jar in jvm_lib("debezium-postgres").glob("*.jar"):
+            (debezium / jar.name).symlink_to(jar)
+        for jar in jvm_lib("s3-sink").glob("*.jar"):
+            (sink / jar.name).symlink_to(jar)
+        self._build_sink(sink / "cdclake-local-s3-sink.jar")
+        return plugins
+
+    def _build_sink(self, target: Path) -> None:
+        classes = self.root / "build" / "s3-sink"
+        if classes.exists():
+            shutil.rmtree(classes)
+        classes.mkdir(parents=True)
+        sources = [str(p) for p in SINK_SOURCE.rglob("*.java")]
+        classpath = f"{jvm_lib('kafka')}/*:{jvm_lib('s3-sink')}/*"
+        result = subprocess.run(
+            [
+                java_binary("javac"),
+                "--release",
+                "17",
+                "-nowarn",
+                "-d",
+                str(classes),
+                "-cp",
+                classpath,
+                *sources,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(f"compiling the local S3 sink failed:\n{result.stderr}")
+        with zipfile.ZipFile(target, "w") as jar:
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+
+    def _start_connect(self, state: State, *, timeout: float) -> Tracked:
+        lib = jvm_lib("kafka")
+        base = self.root / "connect"
+        base.mkdir(parents=True, exist_ok=True)
+        worker = worker_config(
+            self.config, endpoints=self.endpoints(state), plugin_path=self._plugin_path()
+        )
+        properties = base / "worker.properties"
+        properties.write_text(render_properties(worker))
+        log4j = base / "log4j.properties"
+        log4j.write_text(LOG4J)
+        proc = processes.spawn(
+            "connect",
+            [
+                java_binary(),
+                *JVM_OPTS,
+                f"-Dlog4j.configuration=file:{log4j}",
+                "-cp",
+                f"{lib}/*",
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(properties),
+            ],
+            log=self._log("connect"),
+            env={**os.environ, **AWS_ENV},
+        )
+        client = ConnectClient(self.endpoints(state).connect_url)
+        processes.wait_for("Kafka Connect REST", client.ready, timeout=timeout, proc=proc)
+        return proc
+
+    def apply_connectors(self, state: State) -> dict[str, dict[str, str]]:
+        """PUT every connector's config (creates or updates), and keep a copy for reading."""
+        configs = connector_configs(self.config, self.endpoints(state))
+        client = ConnectClient(self.endpoints(state).connect_url)
+        folder = self.root / "connect" / "connectors"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, settings in configs.items():
+            (folder / f"{name}.json").write_text(dump(settings))
+            client.put_config(name, settings)
+        return configs
+
+    def wait_running(self, state: State, *, timeout: float) -> None:
+        client = ConnectClient(self.endpoints(state).connect_url)
+        connect = state.processes.get("connect")
+        for name in connector_configs(self.config, self.endpoints(state)):
+
+            def ready(name: str = name) -> bool:
+                failure = client.failure(name)
+                if failure:
+                    raise StackError(f"connector {name} FAILED:\n{failure}")
+                return client.running(name)
+
+            deadline = time.monotonic() + timeout
+            while not _safe(ready):
+                if connect is not None and not processes.is_running(connect):
+                    raise StackError(f"Kafka Connect exited; see {connect.log}")
+                if time.monotonic() > deadline:
+                    raise StackError(f"connector {name} not RUNNING after {timeout:.0f}s")
+                time.sleep(1)
+
+    # -- status --------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        state = self.load_state()
+        if state is None:
+            return {"up": False, "state_dir": str(self.root)}
+        running = {name: processes.is_running(p) for name, p in state.processes.items()}
+        endpoints = self.endpoints(state)
+        connectors: dict[str, Any] = {}
+        if running.get("connect"):
+            client = ConnectClient(endpoints.connect_url)
+            for name in connector_configs(self.config, endpoints):
+                try:
+                    raw = client.status(name)
+                    connectors[name] = {
+                        "state": raw.get("connector", {}).get("state", "MISSING"),
+                        "tasks": [t.get("state") for t in raw.get("tasks", [])],
+                    }
+                except Exception as exc:
+                    connectors[name] = {"state": f"unknown ({exc.__class__.__name__})"}
+        return {
+            "up": bool(running) and all(running.get(n, False) for n in PROCESS_ORDER),
+            "env": state.env,
+            "state_dir": str(self.root),
+            "postgres_dsn": (
+                f"postgresql://{SUPERUSER}@127.0.0.1:{state.ports['postgres']}/"
+                f"{self.config.database.name}"
+            ),
+            "kafka_bootstrap": f"127.0.0.1:{state.ports['kafka']}",
+            "connect_url": endpoints.connect_url,
+            "s3_endpoint": endpoints.s3_endpoint,
+            "s3_bucket": state.bucket,
+            "changes_uri": f"s3://{state.bucket}/topics",
+            "warehouse": str(self.root / "warehouse"),
+            "aws_env": AWS_ENV,
+            "processes": {
+                name: {"pid": p.pid, "running": running[name], "log": p.log}
+                for name, p in state.processes.items()
+            },
+            "connectors": connectors,
+        }
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    def reconcile(self) -> ReconcileResult:
+        """Production's reconcile (publication = configured tables), then snapshot newcomers.
+
+        Rows written before a table joined the publication were never published: an
+        incremental snapshot (a row in Debezium's signal table) reads them, interleaved with
+        streamed changes by Debezium's watermarking.
+        """
+        state = self.load_state()
+        if state is None:
+            raise StackError("the local stack is not up")
+        publication = self.config.database.replication.publication
+        with self.connect(state) as conn:
+            before = publication_tables(conn, publication) or set()
+        result = self._bootstrap(state)
+        lake = {t.name for t in self.config.lake_tables}
+        joined = sorted(t for t in result.published_tables if t in lake and t not in before)
+        if processes.is_running(state.processes["connect"]):
+            self.apply_connectors(state)
+        signal_id = None
+        if joined:
+            # Debezium 2.7 skips an incremental snapshot of a table it holds no schema for, and
+            # it reads the schemas of the included tables when its task starts: restart it
+            # first (on MSK Connect the connector update of the same deploy does this).
+            client = ConnectClient(self.endpoints(state).connect_url)
+            source = connector_name(self.config, "debezium")
+            client.restart(source)
+            time.sleep(2)
+            self.wait_running(state, timeout=120)
+            signal_id = signal_incremental_snapshot(self, state, joined)
+        return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
+
+    # -- down ----------------------------------------------------------------------------
+
+    def down(self, *, purge: bool = False) -> list[str]:
+        """Stop every process in reverse start order; verify none is left. Returns names."""
+        state = self.load_state()
+        stopped: list[str] = []
+        if state is not None:
+            errors = []
+            for name in reversed(PROCESS_ORDER):
+                proc = state.processes.get(name)
+                if proc is None:
+                    continue
+                try:
+                    # SIGINT is PostgreSQL's fast shutdown; the JVMs and moto take SIGTERM.
+                    sig = 2 if name == "postgres" else 15
+                    processes.stop(proc, sig=sig, timeout=60)
+                    stopped.append(name)
+                except StackError as exc:
+                    errors.append(str(exc))
+                del state.processes[name]
+                self._save(state)
+            if errors:
+                raise StackError("; ".join(errors))
+        if purge and self.root.exists():
+            shutil.rmtree(self.root)
+        return stopped
+
+
+def signal_incremental_snapshot(stack: LocalStack, state: State, tables: list[str]) -> str:
+    """Insert an ``execute-snapshot`` row into the signal table; returns the signal id."""
+    signal_id = str(uuid.uuid4())
+    data = json.dumps({"data-collections": tables, "type": "incremental"})
+    table = stack.config.database.replication.signal_table
+    schema, _, name = table.partition(".")
+    with stack.connect(state) as conn:
+        conn.run(
+            f"INSERT INTO {identifier(schema)}.{identifier(name)} (id, type, data) "
+            f"VALUES ({literal(signal_id)}, 'execute-snapshot', {literal(data)})"
+        )
+    return signal_id
+
+
+def _safe(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except StackError:
+        raise
+    except Exception:
+        return False
+
+
+def _python() -> str:
+    return sys.executable
