@@ -11,6 +11,7 @@ literal): ``api_key`` secrets hold ``{"api_key": ...}``, OAuth client credential
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_kms as kms
@@ -22,6 +23,13 @@ from stacks.components.fan_out import queue_depth_alarm
 
 API_KEY_HEADER = "x-api-key"
 MAX_RECEIVES = 5
+# A standard queue's message keeps its original enqueue time when it is dead-lettered, so a DLQ
+# must keep messages longer than its source (AWS: "Setting-up dead-letter queue retention").
+# Dead-letter queues keep the SQS maximum; consumer queues the SQS default, watched by an
+# age alarm so a stalled consumer pages days before anything expires.
+DEAD_LETTER_RETENTION = cdk.Duration.days(14)
+QUEUE_RETENTION = cdk.Duration.days(4)
+OLDEST_MESSAGE_ALARM = cdk.Duration.days(1)
 TARGET_RETRIES = 8
 TARGET_MAX_AGE = cdk.Duration.hours(6)
 
@@ -55,28 +63,29 @@ class EventConsumer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
 
-        def queue(queue_id: str, **kwargs: object) -> sqs.Queue:
+        def queue(queue_id: str, retention: cdk.Duration, **kwargs: object) -> sqs.Queue:
             return sqs.Queue(
                 self,
                 queue_id,
                 encryption=sqs.QueueEncryption.KMS,
                 encryption_master_key=key,
                 enforce_ssl=True,
-                retention_period=cdk.Duration.days(14),
+                retention_period=retention,
                 **kwargs,  # type: ignore[arg-type]
             )
 
         # The consumer's queue and its dead-letter queue.
-        self.dead_letter_queue = queue("DeadLetters")
+        self.dead_letter_queue = queue("DeadLetters", DEAD_LETTER_RETENTION)
         self.queue = queue(
             "Queue",
+            QUEUE_RETENTION,
             visibility_timeout=cdk.Duration.seconds(6 * consumer.consumer_timeout_seconds),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES
             ),
         )
         # What EventBridge could not deliver to this consumer's targets.
-        self.delivery_dead_letter_queue = queue("DeliveryDeadLetters")
+        self.delivery_dead_letter_queue = queue("DeliveryDeadLetters", DEAD_LETTER_RETENTION)
 
         self.rule = events.Rule(
             self,
@@ -107,6 +116,21 @@ class EventConsumer(Construct):
         self.alarms = [
             queue_depth_alarm(self, "DeadLettersAlarm", self.dead_letter_queue),
             queue_depth_alarm(self, "DeliveryDeadLettersAlarm", self.delivery_dead_letter_queue),
+            cloudwatch.Alarm(
+                self,
+                "OldestMessageAlarm",
+                alarm_description=(
+                    f"{consumer.name} is not consuming: messages expire after "
+                    f"{QUEUE_RETENTION.to_days()} days"
+                ),
+                metric=self.queue.metric_approximate_age_of_oldest_message(
+                    period=cdk.Duration.minutes(5), statistic="Maximum"
+                ),
+                threshold=OLDEST_MESSAGE_ALARM.to_seconds(),
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            ),
         ]
         for dlq in (self.dead_letter_queue, self.delivery_dead_letter_queue):
             cdk.Validations.of(dlq).acknowledge(

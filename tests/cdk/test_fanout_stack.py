@@ -186,3 +186,30 @@ def test_fanout_key_policy_eventbridge_describe_key_for_archive_allowed(
         for action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     }
     assert "kms:DescribeKey" in unconditioned
+
+
+def test_fanout_dead_letter_queue_outlives_its_source_queue(prod: dict[str, Any]) -> None:
+    # A standard queue's message keeps its enqueue time in the DLQ: the DLQ must keep longer.
+    queues = resources(prod, "AWS::SQS::Queue")
+    sources = [q for q in queues.values() if "RedrivePolicy" in q]
+    assert sources
+    for source in sources:
+        dlq_id = source["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        dlq = queues[dlq_id]
+        assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600  # the SQS maximum
+        assert source["MessageRetentionPeriod"] < dlq["MessageRetentionPeriod"]
+
+
+def test_fanout_consumer_queue_age_alarm_before_messages_expire(prod: dict[str, Any]) -> None:
+    retention = {q["MessageRetentionPeriod"] for q in _consumer_queues(prod)}
+    ages = [
+        a
+        for a in resources(prod, "AWS::CloudWatch::Alarm").values()
+        if a["MetricName"] == "ApproximateAgeOfOldestMessage"
+    ]
+    assert len(ages) == len(_consumer_queues(prod))
+    assert all(a["Threshold"] < min(retention) for a in ages)
+
+
+def _consumer_queues(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [q for q in resources(template, "AWS::SQS::Queue").values() if "RedrivePolicy" in q]
