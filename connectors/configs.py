@@ -5,7 +5,7 @@ Plain functions, no CDK: the capture and fan-out stacks call them with deploy-ti
 ``connectors/generated/`` for humans, and the unit tests call them directly.
 
 Passwords never appear here: the MSK Connect connectors read them through the Secrets Manager
-config provider (``${secretsmanager:<url-encoded ARN>:password}``), Debezium Server gets them
+config provider (``${secretsmanager:<secret name>:password}``), Debezium Server gets them
 as an ECS secret environment variable.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from cdclake.config import EnvironmentConfig, TableConfig
 
@@ -37,13 +36,32 @@ class DatabaseEndpoint:
     secret_arn: str
 
 
-def encode_secret_arn(arn: str) -> str:
-    """The config provider splits on ``:``, so a secret ARN is passed URL-encoded."""
-    return quote(arn, safe="")
+# Kafka's ConfigTransformer reads ${provider:path:key} with lazy groups: the path ends at the
+# first ':' after the provider, so an ARN (or any id with ':') cannot be a path.
+CONFIG_REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
+
+
+def provider_secret_id(secret_arn: str) -> str:
+    """The id the pinned config provider passes to ``GetSecretValue``: the secret's name.
+
+    msk-config-providers r0.1.0 (and every later release up to 0.3.0-SNAPSHOT) hands the path
+    to ``GetSecretValue`` unchanged, with no URL decoding, so a URL-encoded ARN is looked up
+    as a secret literally named ``arn%3Aaws%3A...`` and is never found. A secret name has no
+    ':' and ``GetSecretValue`` accepts it; a Secrets Manager ARN ends in
+    ``secret:<name>-<6 random characters>``. The stack passes CDK's ``secret_name``, which
+    is the same name for deploy-time ARNs.
+    """
+    _, sep, resource = secret_arn.partition(":secret:")
+    if not sep or not resource or ":" in resource:
+        raise ValueError(f"not a Secrets Manager secret ARN: {secret_arn!r}")
+    return re.sub(r"-[A-Za-z0-9]{6}$", "", resource)
 
 
 def secret_reference(secret_id: str, key: str) -> str:
     """A Kafka Connect config-provider placeholder, resolved by the worker at runtime."""
+    # A CDK token (``${Token[...]}``) stands for a name resolved at deploy time.
+    if ":" in secret_id and not secret_id.startswith("${Token["):
+        raise ValueError(f"secret id {secret_id!r} has a ':'; Kafka would split the reference")
     return "${" + f"{CONFIG_PROVIDER}:{secret_id}:{key}" + "}"
 
 
@@ -131,11 +149,11 @@ def debezium_source_config(
 ) -> dict[str, str]:
     """Debezium PostgreSQL source on MSK Connect, capturing the lake tables into MSK.
 
-    ``secret_id`` is the secret as the config provider reads it (a URL-encoded ARN); by default
-    it is derived from ``database.secret_arn`` (the stack passes its own for token ARNs).
+    ``secret_id`` is the secret as the config provider reads it (its name); by default it is
+    derived from ``database.secret_arn`` (the stack passes the secret's name for token ARNs).
     """
     tables = config.lake_tables
-    secret = secret_id if secret_id is not None else encode_secret_arn(database.secret_arn)
+    secret = secret_id if secret_id is not None else provider_secret_id(database.secret_arn)
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "tasks.max": "1",
@@ -170,9 +188,11 @@ def s3_sink_config(
     Layout: ``topics/<topic>/partition=<p>/<topic>+<p>+<startOffset>.json``. The values are the
     bytes Debezium wrote (JsonConverter, schemas enabled), one per line: ByteArrayFormat keeps
     the ``{"schema", "payload"}`` wrapper that the S3 JsonFormat would strip. Files rotate on
-    ``flush.size`` records or ``rotate.interval.ms`` of *record* time, both deterministic, so a
-    task that restarts rewrites the same files (exactly-once-friendly); wall-clock
-    ``rotate.schedule.interval.ms`` is deliberately not set.
+    ``flush.size`` records or, at the latest, ``connect.rotate_interval_ms`` of wall-clock time
+    after a file's first record (``rotate.schedule.interval.ms``), so a table with one change an
+    hour still lands within the interval. Wall-clock boundaries are not reproducible: a task
+    that restarts may cut a file elsewhere and deliver records twice, which the merge job's
+    per-key LSN ordering and duplicate handling absorb.
     """
     settings = {
         "connector.class": "io.confluent.connect.s3.S3SinkConnector",
@@ -185,11 +205,15 @@ def s3_sink_config(
         "storage.class": "io.confluent.connect.s3.storage.S3Storage",
         "format.class": "io.confluent.connect.s3.format.bytearray.ByteArrayFormat",
         "format.bytearray.extension": ".json",
-        "format.bytearray.separator": "\\n",
+        # No format.bytearray.separator: the connector takes the value literally (a "\\n"
+        # would be two characters), and its default is the newline the merge job splits on.
         "partitioner.class": "io.confluent.connect.storage.partitioner.DefaultPartitioner",
         "flush.size": str(config.connect.flush_size),
-        "rotate.interval.ms": str(config.connect.rotate_interval_ms),
-        "timestamp.extractor": "Record",
+        # Wall-clock rotation: rotate.interval.ms needs a time-based partitioner's timestamp
+        # extractor (ignored with DefaultPartitioner) and only fires when a later record
+        # arrives, so a quiet table's changes would wait for the next write or flush.size.
+        "rotate.schedule.interval.ms": str(config.connect.rotate_interval_ms),
+        "timezone": "UTC",
         "behavior.on.null.values": "ignore",
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": BYTE_ARRAY_CONVERTER,

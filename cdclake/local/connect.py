@@ -136,7 +136,7 @@ def connector_configs(
 ) -> dict[str, dict[str, str]]:
     """Connector name -> config, named as MSK Connect names them."""
     return {
-        connector_name(config, "debezium"): source_config(config, endpoints),
+        connector_name(config, "debezium-source"): source_config(config, endpoints),
         connector_name(config, "s3-sink"): sink_config(config, endpoints),
     }
 

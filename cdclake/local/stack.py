@@ -692,7 +692,7 @@ class LocalStack:
             # it reads the schemas of the included tables when its task starts: restart it
             # first (on MSK Connect the connector update of the same deploy does this).
             client = ConnectClient(self.endpoints(state).connect_url)
-            source = connector_name(self.config, "debezium")
+            source = connector_name(self.config, "debezium-source")
             client.restart(source)
             time.sleep(2)
             self.wait_running(state, timeout=120)

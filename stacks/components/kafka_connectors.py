@@ -198,8 +198,9 @@ class KafkaConnectors(Construct):
             description="Named offsets topic and the Secrets Manager config provider",
         )
 
-        # The provider reads the secret by URL-encoded ARN (':' and '/' would split the reference).
-        secret_id = _url_encode_arn(database_secret.secret_arn)
+        # The pinned config provider passes the reference's path to GetSecretValue as is, and
+        # ':' ends the path: the secret is named, not given by (URL-encoded) ARN.
+        secret_id = database_secret.secret_name
         source = debezium_source_config(
             config,
             database=database,
@@ -313,13 +314,3 @@ class KafkaConnectors(Construct):
 
 def _slug(version: str) -> str:
     return version.lower().replace(".", "-")
-
-
-def _url_encode_arn(arn: str) -> str:
-    """URL-encode ``:`` and ``/`` of an ARN that may be a deploy-time token."""
-    if not cdk.Token.is_unresolved(arn):
-        from connectors.configs import encode_secret_arn
-
-        return encode_secret_arn(arn)
-    colons = cdk.Fn.join("%3A", cdk.Fn.split(":", arn))
-    return cdk.Fn.join("%2F", cdk.Fn.split("/", colons))

@@ -101,8 +101,11 @@ def test_capture_debezium_password_through_config_provider(dev: dict[str, Any]) 
     settings = _connector(dev, "debezium-source")["ConnectorConfiguration"]
     password = _config_value(settings["database.password"])
     assert password.startswith("${secretsmanager:") and password.endswith(":password}")
-    # The secret's ARN, URL-encoded at deploy time (the provider splits on ':').
-    assert '"%3A"' in json.dumps(settings["database.password"])
+    # The secret's name, cut from its ARN at deploy time: the pinned provider does not
+    # URL-decode, and a ':' would end the reference's path.
+    rendered = json.dumps(settings["database.password"])
+    assert "%3A" not in rendered and "%2F" not in rendered
+    assert '"Fn::Split": [":"' in rendered and "ReplicationSecret" in rendered
 
 
 def test_capture_no_connector_setting_holds_a_literal_password(dev: dict[str, Any]) -> None:
@@ -127,7 +130,8 @@ def test_capture_debezium_connector_from_config(dev: dict[str, Any]) -> None:
 def test_capture_s3_sink_from_config(dev: dict[str, Any], prod: dict[str, Any]) -> None:
     assert _connector(dev, "s3-sink")["ConnectorConfiguration"]["flush.size"] == "1000"
     sink = _connector(prod, "s3-sink")
-    assert sink["ConnectorConfiguration"]["rotate.interval.ms"] == "300000"
+    assert sink["ConnectorConfiguration"]["rotate.schedule.interval.ms"] == "300000"
+    assert "rotate.interval.ms" not in sink["ConnectorConfiguration"]
     assert sink["Capacity"]["ProvisionedCapacity"] == {"McuCount": 2, "WorkerCount": 2}
 
 

@@ -4,29 +4,30 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote
 
 import pytest
 
 from cdclake.config import EnvironmentConfig, load_config
 from connectors import versions
 from connectors.configs import (
+    CONFIG_REFERENCE,
     DatabaseEndpoint,
     debezium_server_properties,
     debezium_source_config,
-    encode_secret_arn,
     environment_variables,
     offsets_topic,
+    provider_secret_id,
     render_properties,
     replication_factor,
     s3_sink_config,
+    secret_reference,
     topic_name,
     worker_properties,
 )
 from connectors.render import GENERATED_DIR, render
 
 ROOT = Path(__file__).resolve().parents[2]
-SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:cdclake/replication-AbCdEf"
+SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:cdclake/replication"
 DATABASE = DatabaseEndpoint(hostname="db.example", port=5432, dbname="app", secret_arn=SECRET_ARN)
 
 
@@ -91,10 +92,31 @@ def test_debezium_source_excluded_columns_are_listed(source: dict[str, str]) -> 
 
 
 def test_debezium_source_password_is_a_config_provider_reference(source: dict[str, str]) -> None:
-    match = re.fullmatch(r"\$\{secretsmanager:([^:]+):password\}", source["database.password"])
-    assert match, source["database.password"]
-    assert unquote(match.group(1)) == SECRET_ARN
-    assert source["database.user"].endswith(":username}")
+    assert source["database.password"] == "${secretsmanager:cdclake/replication:password}"
+    assert source["database.user"] == "${secretsmanager:cdclake/replication:username}"
+
+
+def test_debezium_source_secret_reference_parses_to_secret_name_and_key(
+    source: dict[str, str],
+) -> None:
+    # What Kafka's ConfigTransformer hands the provider: path (the GetSecretValue id) and key.
+    # The pinned msk-config-providers release passes the path on without URL decoding, so it
+    # must be the secret's name as Secrets Manager knows it, not an (encoded) ARN.
+    match = CONFIG_REFERENCE.fullmatch(source["database.password"])
+    assert match is not None
+    assert (match.group(1), match.group(3), match.group(4)) == (
+        "secretsmanager",
+        "cdclake/replication",
+        "password",
+    )
+    assert "%" not in match.group(3)
+
+
+def test_secret_reference_arn_rejected_because_kafka_splits_it() -> None:
+    match = CONFIG_REFERENCE.fullmatch("${secretsmanager:" + SECRET_ARN + ":password}")
+    assert match is not None and match.group(3) == "arn"  # what Kafka would look up
+    with pytest.raises(ValueError, match="has a ':'"):
+        secret_reference(SECRET_ARN, "password")
 
 
 def test_debezium_source_no_value_holds_a_literal_secret(dev: EnvironmentConfig) -> None:
@@ -107,10 +129,13 @@ def test_debezium_source_no_value_holds_a_literal_secret(dev: EnvironmentConfig)
     assert not [k for k in everything if "password" in k and "${" not in everything[k]]
 
 
-def test_encode_secret_arn_colons_and_slashes_escaped() -> None:
-    encoded = encode_secret_arn(SECRET_ARN)
-    assert ":" not in encoded and "/" not in encoded
-    assert unquote(encoded) == SECRET_ARN
+def test_provider_secret_id_arn_gives_name_without_suffix() -> None:
+    assert provider_secret_id(SECRET_ARN) == "cdclake/replication"
+
+
+def test_provider_secret_id_not_a_secret_arn_rejected() -> None:
+    with pytest.raises(ValueError, match="not a Secrets Manager secret ARN"):
+        provider_secret_id("arn:aws:ssm:eu-west-1:111111111111:parameter/x")
 
 
 def test_debezium_source_heartbeat_writes_heartbeat_table(source: dict[str, str]) -> None:
@@ -180,11 +205,21 @@ def test_s3_sink_writes_debezium_json_bytes_verbatim(sink: dict[str, str]) -> No
     assert sink["behavior.on.null.values"] == "ignore"
 
 
-def test_s3_sink_rotation_is_deterministic(sink: dict[str, str], dev: EnvironmentConfig) -> None:
+def test_s3_sink_rotation_by_wall_clock_lands_quiet_tables(
+    sink: dict[str, str], dev: EnvironmentConfig
+) -> None:
+    # rotate.interval.ms needs a time-based partitioner (ignored with DefaultPartitioner) and
+    # fires only on a later record; the scheduled rotation closes files on the clock.
     assert sink["flush.size"] == str(dev.connect.flush_size)
-    assert sink["rotate.interval.ms"] == str(dev.connect.rotate_interval_ms)
-    assert sink["timestamp.extractor"] == "Record"
-    assert "rotate.schedule.interval.ms" not in sink
+    assert sink["rotate.schedule.interval.ms"] == str(dev.connect.rotate_interval_ms)
+    assert sink["timezone"] == "UTC"
+    assert "rotate.interval.ms" not in sink
+    assert "timestamp.extractor" not in sink
+
+
+def test_s3_sink_record_separator_left_to_default_newline(sink: dict[str, str]) -> None:
+    # The connector uses the value literally: "\\n" would join records with backslash-n.
+    assert sink.get("format.bytearray.separator", "\n") == "\n"
 
 
 def test_s3_sink_encrypts_with_lake_key(sink: dict[str, str]) -> None:
