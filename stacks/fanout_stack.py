@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from connectors.configs import topic_name
 from stacks.components.change_streams import ChangeStreams
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.debezium_server import DebeziumServer
@@ -48,7 +49,13 @@ class FanOutStack(cdk.Stack):
             )
 
         # Kinesis: one stream per fan-out table.
-        self.change_streams = ChangeStreams(self, "Streams", config=config, key=self.encryption_key)
+        self.change_streams = ChangeStreams(
+            self,
+            "Streams",
+            config=config.kinesis,
+            tables=config.fanout_tables,
+            encryption_key=self.encryption_key,
+        )
         self.kinesis_streams = self.change_streams.streams
         streams = list(self.kinesis_streams.values())
 
@@ -58,11 +65,14 @@ class FanOutStack(cdk.Stack):
             "DebeziumServer",
             config=config,
             vpc=vpc,
-            key=self.encryption_key,
+            encryption_key=self.encryption_key,
             database=database_endpoint(database),
             database_secret_arn=database.replication_secret.secret_arn,
             database_key=database.encryption_key,
-            streams=streams,
+            streams={
+                topic_name(config, config.table(name)): stream
+                for name, stream in self.kinesis_streams.items()
+            },
         )
         allow_database_from(database, self.debezium_server.security_group, "Debezium Server")
 

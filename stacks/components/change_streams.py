@@ -1,38 +1,50 @@
-"""One Kinesis stream per fan-out table, named like its topic: ``<prefix>.<schema>.<table>``."""
+"""One Kinesis stream per fan-out table, named by CloudFormation.
+
+The streams are retained when the stack is deleted (they may still hold changes nobody read), so
+they carry no fixed name: a redeploy creates new streams instead of colliding with the old ones.
+Debezium Server learns each generated name through its topic routing (see ``DebeziumServer``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
-from connectors.configs import topic_name
+from cdclake.config import KinesisConfig, TableConfig
 from stacks.components.nag import acknowledge
 
 
 class ChangeStreams(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: KinesisConfig,
+        tables: Sequence[TableConfig],
+        encryption_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
-        on_demand = config.kinesis.mode == "ON_DEMAND"
-        # Debezium Server's Kinesis sink writes to the stream named after the topic.
+        on_demand = config.mode == "ON_DEMAND"
+        #: Stream of each fan-out table, by table name (``schema.table``).
         self.streams: dict[str, kinesis.Stream] = {
             table.name: kinesis.Stream(
                 self,
                 table.name.replace(".", "-").replace("_", "-"),
-                stream_name=topic_name(config, table),
                 stream_mode=(
                     kinesis.StreamMode.ON_DEMAND if on_demand else kinesis.StreamMode.PROVISIONED
                 ),
-                shard_count=None if on_demand else config.kinesis.shards,
-                retention_period=cdk.Duration.hours(config.kinesis.retention_hours),
+                shard_count=None if on_demand else config.shards,
+                retention_period=cdk.Duration.hours(config.retention_hours),
                 encryption=kinesis.StreamEncryption.KMS,
-                encryption_key=key,
+                encryption_key=encryption_key,
+                removal_policy=cdk.RemovalPolicy.RETAIN,
             )
-            for table in config.fanout_tables
+            for table in tables
         }
         for stream in self.streams.values():
             acknowledge(

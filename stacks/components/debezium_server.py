@@ -8,7 +8,8 @@ from Secrets Manager as ECS secrets; everything else is plain configuration from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -29,6 +30,28 @@ DATA_DIR = "/debezium/data"
 OFFSETS_FILE = f"{DATA_DIR}/offsets.dat"
 JBOSS_UID = "185"  # the Debezium Server image runs as jboss (185:185)
 HEALTH_PORT = 8080
+ROUTER = "org.apache.kafka.connect.transforms.RegexRouter"
+
+
+def stream_routes(properties: Mapping[str, str], stream_names: Mapping[str, str]) -> dict[str, str]:
+    """``properties`` plus one RegexRouter per topic, renaming it to its stream's name.
+
+    The Kinesis sink writes each record to the stream named like the record's topic, and the
+    streams' names are CloudFormation's; routing after the existing transforms (heartbeats are
+    dropped first) keeps both. Transform names are alphanumeric: Debezium Server reads them from
+    environment variables, whose names map back to properties by ``_`` -> ``.``.
+    """
+    routed = dict(properties)
+    names = []
+    for index, (topic, stream_name) in enumerate(sorted(stream_names.items())):
+        name = f"stream{index}"
+        names.append(name)
+        routed[f"debezium.transforms.{name}.type"] = ROUTER
+        routed[f"debezium.transforms.{name}.regex"] = re.escape(topic)
+        routed[f"debezium.transforms.{name}.replacement"] = stream_name
+    chain = [t for t in routed.get("debezium.transforms", "").split(",") if t]
+    routed["debezium.transforms"] = ",".join([*chain, *names])
+    return routed
 
 
 class DebeziumServer(Construct):
@@ -39,12 +62,13 @@ class DebeziumServer(Construct):
         *,
         config: EnvironmentConfig,
         vpc: ec2.IVpc,
-        key: kms.IKey,
+        encryption_key: kms.IKey,
         database: DatabaseEndpoint,
         database_secret_arn: str,
         database_key: kms.IKey | None,
-        streams: Sequence[kinesis.IStream],
+        streams: Mapping[str, kinesis.IStream],
     ) -> None:
+        """``streams``: the Kinesis stream of each captured topic, by topic name."""
         super().__init__(scope, construct_id)
 
         # The task reaches the database, EFS and AWS APIs; nothing reaches the task.
@@ -58,7 +82,7 @@ class DebeziumServer(Construct):
             "Offsets",
             vpc=vpc,
             encrypted=True,
-            kms_key=key,
+            kms_key=encryption_key,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
@@ -117,8 +141,9 @@ class DebeziumServer(Construct):
         secret = secretsmanager.Secret.from_secret_complete_arn(
             self, "ReplicationSecret", database_secret_arn
         )
-        properties = debezium_server_properties(
-            config, database=database, offsets_file=OFFSETS_FILE
+        properties = stream_routes(
+            debezium_server_properties(config, database=database, offsets_file=OFFSETS_FILE),
+            {topic: stream.stream_name for topic, stream in streams.items()},
         )
         self.container = self.task_definition.add_container(
             "debezium",
@@ -152,7 +177,7 @@ class DebeziumServer(Construct):
             self.task_definition.obtain_execution_role().add_to_principal_policy(
                 iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
             )
-        for stream in streams:
+        for stream in streams.values():
             stream.grant_write(self.task_definition.task_role)
         task_policy = self.task_definition.task_role.node.find_child("DefaultPolicy")
         assert isinstance(task_policy, iam.Policy)

@@ -30,7 +30,7 @@ def _container(template: dict[str, Any]) -> dict[str, Any]:
 
 def test_fanout_one_encrypted_stream_per_fanout_table(dev: dict[str, Any]) -> None:
     streams = list(resources(dev, "AWS::Kinesis::Stream").values())
-    assert [s["Name"] for s in streams] == ["cdclake-dev.public.orders"]
+    assert len(streams) == 1  # public.orders
     assert streams[0]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
     assert streams[0]["StreamEncryption"]["EncryptionType"] == "KMS"
 
@@ -213,3 +213,32 @@ def test_fanout_consumer_queue_age_alarm_before_messages_expire(prod: dict[str, 
 
 def _consumer_queues(template: dict[str, Any]) -> list[dict[str, Any]]:
     return [q for q in resources(template, "AWS::SQS::Queue").values() if "RedrivePolicy" in q]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_fanout_retained_streams_named_by_cloudformation(synth, env: str) -> None:  # type: ignore[no-untyped-def]
+    # A retained stream outlives its stack: a fixed name would collide on the next deploy.
+    template = synth(env).template("fanout")
+    streams = [r for r in template["Resources"].values() if r["Type"] == "AWS::Kinesis::Stream"]
+    assert streams
+    for stream in streams:
+        assert stream["DeletionPolicy"] == "Retain"
+        assert "Name" not in stream["Properties"]
+
+
+def test_fanout_debezium_server_routes_each_topic_to_its_stream(dev: dict[str, Any]) -> None:
+    env = {e["Name"]: e["Value"] for e in _container(dev)["Environment"]}
+    chain = env["DEBEZIUM_TRANSFORMS"].split(",")
+    assert chain[0] == "dropheartbeat"  # heartbeats are dropped before any routing
+    routes = {
+        env[f"DEBEZIUM_TRANSFORMS_{name.upper()}_REGEX"]: env[
+            f"DEBEZIUM_TRANSFORMS_{name.upper()}_REPLACEMENT"
+        ]
+        for name in chain[1:]
+        if env[f"DEBEZIUM_TRANSFORMS_{name.upper()}_TYPE"]
+        == "org.apache.kafka.connect.transforms.RegexRouter"
+    }
+    (stream_id,) = resources(dev, "AWS::Kinesis::Stream")
+    assert routes == {r"cdclake\-dev\.public\.orders": {"Ref": stream_id}}
+    # Env var names map back to property names by '_' -> '.', so names must not contain '_'.
+    assert all(name.isalnum() for name in chain)
