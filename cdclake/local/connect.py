@@ -124,8 +124,6 @@ def worker_config(
             "rest.advertised.host.name": "127.0.0.1",
             "rest.advertised.port": str(endpoints.connect_port),
             "plugin.path": str(plugin_path),
-            # Tasks commit what their sink uploaded; a short interval makes restarts cheap.
-            "offset.flush.interval.ms": "5000",
         }
     )
     return settings
