@@ -164,7 +164,13 @@ class MergeJobs(Construct):
                     "--warehouse_path": lake_bucket.s3_url_for_object("warehouse/"),
                     "--database": glue_database,
                     "--record_key": ",".join(table.primary_key),
-                    "--partition_fields": ",".join(table.partition_by),
+                    # Omitted when unpartitioned (the script defaults it): an empty value is
+                    # one Glue may hand the script as a bare flag, which argparse rejects.
+                    **(
+                        {"--partition_fields": ",".join(table.partition_by)}
+                        if table.partition_by
+                        else {}
+                    ),
                     "--table_type": table.hudi_table_type,
                     "--quarantine_path": quarantine_bucket.s3_url_for_object(
                         f"{table.lake_table_name}/"
