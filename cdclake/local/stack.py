@@ -486,8 +486,11 @@ class LocalStack:
         classpath = f"{lib}/*"
         java = java_binary()
         if not (base / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            subprocess.run(
+            # Kafka's own ids never start with '-' (the tool would read one as an option).
+            cluster_id = "-"
+            while cluster_id.startswith("-"):
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            formatted = subprocess.run(
                 [
                     java,
                     *JVM_OPTS,
@@ -501,10 +504,11 @@ class LocalStack:
                     "-c",
                     str(server),
                 ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                capture_output=True,
+                text=True,
             )
+            if formatted.returncode != 0:
+                raise StackError(f"formatting Kafka's KRaft storage failed:\n{formatted.stderr}")
         proc = processes.spawn(
             "kafka",
             [

@@ -233,7 +233,8 @@ public class S3Sink extends SinkConnector {
         for (Map.Entry<TopicPartition, PartitionBuffer> entry : buffers.entrySet()) {
           PartitionBuffer buffer = entry.getValue();
           // Like Confluent's: boundaries are multiples of the interval on the wall clock.
-          long due = (buffer.openedAtMs / settings.scheduleIntervalMs + 1) * settings.scheduleIntervalMs;
+          long interval = settings.scheduleIntervalMs;
+          long due = (buffer.openedAtMs / interval + 1) * interval;
           if (buffer.records > 0 && now >= due) {
             upload(entry.getKey(), buffer);
           }
