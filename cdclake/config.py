@@ -170,6 +170,23 @@ class DatabaseConfig(_Model):
     replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
     alarms: DatabaseAlarms = Field(default_factory=DatabaseAlarms)
 
+    @property
+    def parameter_group_family(self) -> str:
+        return f"aurora-postgresql{self.engine_version.split('.', 1)[0]}"
+
+    @property
+    def cluster_parameters(self) -> dict[str, str]:
+        """The cluster parameter group's settings (the stack sets them, `cdclake doctor` checks
+        the engine accepts them): logical decoding for Debezium, TLS only."""
+        replication = self.replication
+        return {
+            "rds.logical_replication": "1",
+            "max_replication_slots": str(replication.max_replication_slots),
+            "max_wal_senders": str(replication.max_wal_senders),
+            "max_slot_wal_keep_size": str(replication.max_slot_wal_keep_size_mb),
+            "rds.force_ssl": "1",
+        }
+
 
 class GlueJobConfig(_Model):
     worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"

@@ -36,7 +36,6 @@ class Database(Construct):
         cluster_identifier: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        replication = config.replication
 
         # Customer-managed key for storage, snapshots, secrets and Performance Insights.
         self.encryption_key = kms.Key(
@@ -61,14 +60,7 @@ class Database(Construct):
             "ClusterParameters",
             engine=engine,
             description="cdc-lake: logical replication for Debezium (pgoutput)",
-            parameters={
-                "rds.logical_replication": "1",
-                "max_replication_slots": str(replication.max_replication_slots),
-                "max_wal_senders": str(replication.max_wal_senders),
-                "max_slot_wal_keep_size": str(replication.max_slot_wal_keep_size_mb),
-                # Clients (Debezium, the bootstrap) must use TLS.
-                "rds.force_ssl": "1",
-            },
+            parameters=config.cluster_parameters,
         )
 
         # The group other stacks open ingress on; no egress needed by a database.
