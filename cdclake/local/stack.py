@@ -703,6 +703,17 @@ class LocalStack:
             signal_id = signal_incremental_snapshot(self, state, joined)
         return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
 
+    # -- crash -------------------------------------------------------------------------
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one process group, as a crash would; ``up`` starts it again."""
+        state = self.load_state()
+        if state is None or name not in state.processes:
+            raise StackError(f"no {name} process in {self.root}")
+        processes.kill(state.processes[name])
+        del state.processes[name]
+        self._save(state)
+
     # -- down ----------------------------------------------------------------------------
 
     def down(self, *, purge: bool = False) -> list[str]:

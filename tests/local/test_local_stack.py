@@ -117,3 +117,29 @@ def test_local_password_never_in_configs_or_logs(local_stack: LocalStack) -> Non
     assert written
     leaking = [str(p) for p in written if password.encode() in p.read_bytes()]
     assert not leaking
+
+
+def test_local_connect_killed_mid_stream_loses_no_change(local_stack: LocalStack) -> None:
+    with local_stack.connect() as conn:
+        conn.run("CREATE TABLE IF NOT EXISTS public.orders (id int PRIMARY KEY, order_date date)")
+    _cli(local_stack, "reconcile")
+    with local_stack.connect() as conn:
+        conn.run(
+            "INSERT INTO public.orders SELECT g, current_date, 'a' FROM generate_series(100, 119) g"
+        )
+    local_stack.kill("connect")
+    with local_stack.connect() as conn:
+        conn.run(
+            "INSERT INTO public.orders SELECT g, current_date, 'b' FROM generate_series(120, 139) g"
+        )
+    local_stack.up(timeout=300)
+    with local_stack.connect() as conn:
+        conn.run(
+            "INSERT INTO public.orders SELECT g, current_date, 'c' FROM generate_series(140, 159) g"
+        )
+    wanted = set(range(100, 160))
+
+    def complete(events: list[dict]) -> bool:
+        return wanted <= {e["after"]["id"] for e in events if e["op"] == "c"}
+
+    wait_for_events(local_stack, ORDERS, complete, timeout=180)
