@@ -87,7 +87,7 @@ class FanOutStack(cdk.Stack):
             self,
             "FanOut",
             config=config,
-            key=self.encryption_key,
+            encryption_key=self.encryption_key,
             bus=self.event_bus,
             streams=streams,
         )
@@ -95,5 +95,9 @@ class FanOutStack(cdk.Stack):
 
         # Consumers: rules into SQS (and HTTP endpoints).
         self.event_consumers = EventConsumers(
-            self, "Consumers", config=config, bus=self.event_bus, key=self.encryption_key
+            self,
+            "Consumers",
+            config=config,
+            bus=self.event_bus,
+            encryption_key=self.encryption_key,
         )

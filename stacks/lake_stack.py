@@ -11,8 +11,10 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from connectors.configs import TOPICS_DIR, topic_name
 from stacks.components.lake_storage import LakeStorage
 from stacks.components.merge_jobs import MergeJobs
+from stacks.components.nag import acknowledge
 from stacks.components.query import Query
 
 
@@ -64,7 +66,12 @@ class LakeStack(cdk.Stack):
         self.merge_jobs = MergeJobs(
             self,
             "MergeJobs",
-            config=config,
+            config=config.lake,
+            tables=config.lake_tables,
+            change_folders={
+                t.name: f"{TOPICS_DIR}/{topic_name(config, t)}" for t in config.lake_tables
+            },
+            name_prefix=config.prefix,
             change_bucket=self.change_bucket,
             lake_bucket=self.lake_bucket,
             quarantine_bucket=self.quarantine_bucket,
@@ -106,12 +113,12 @@ class LakeStack(cdk.Stack):
                 sid="ListChangeFiles",
                 actions=["s3:ListBucket"],
                 resources=[self.change_bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"topics/{prefix}.*"]}},
+                conditions={"StringLike": {"s3:prefix": [f"{TOPICS_DIR}/{prefix}.*"]}},
             ),
             iam.PolicyStatement(
                 sid="ReadChangeFiles",
                 actions=["s3:GetObject"],
-                resources=[self.change_bucket.arn_for_objects(f"topics/{prefix}.*")],
+                resources=[self.change_bucket.arn_for_objects(f"{TOPICS_DIR}/{prefix}.*")],
             ),
             # Read and write Hudi tables under warehouse/.
             iam.PolicyStatement(
@@ -227,7 +234,7 @@ class LakeStack(cdk.Stack):
             "under /aws-glue/",
             f"{log_groups}:log-stream:*": "Glue creates one log stream per job run",
             "*": "cloudwatch:PutMetricData has no resource; limited to the Glue namespace",
-            f"{arn_of(self.change_bucket)}/topics/{self.config.prefix}.*": "Change files of "
+            f"{arn_of(self.change_bucket)}/{TOPICS_DIR}/{self.config.prefix}.*": "Change files of "
             "this environment's topics, one folder per table and partition",
             f"{arn_of(self.storage.assets_bucket)}/spark-logs/*": "Spark UI event logs",
             f"{arn_of(self.storage.assets_bucket)}/tmp/*": "Glue temporary directory",
@@ -241,9 +248,7 @@ class LakeStack(cdk.Stack):
             partition_arn % ("glue", f"table/{self.glue_database}/*"): "Hudi creates and "
             "syncs one catalog table per lake table in this database only",
         }
-        cdk.Validations.of(role).acknowledge(
-            *(
-                cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]", reason=reason)
-                for resource, reason in reasons.items()
-            )
+        acknowledge(
+            role,
+            {f"AwsSolutions-IAM5[Resource::{resource}]": r for resource, r in reasons.items()},
         )

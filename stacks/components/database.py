@@ -10,6 +10,7 @@ from aws_cdk import aws_rds as rds
 from constructs import Construct
 
 from cdclake.config import DatabaseConfig
+from stacks.components.nag import acknowledge
 
 # Not 5432: one less thing a scan of the VPC finds by default (cdk-nag AwsSolutions-RDS11).
 DATABASE_PORT = 5433
@@ -131,12 +132,12 @@ class Database(Construct):
         )
         self.cluster.node.add_dependency(self.log_group)
         if not config.deletion_protection:
-            cdk.Validations.of(self.cluster).acknowledge(
-                cdk.Acknowledgment(
-                    id="AwsSolutions-RDS10",
-                    reason="Deletion protection comes from config and is off only in "
-                    "disposable environments (dev); prod sets it",
-                )
+            acknowledge(
+                self.cluster,
+                {
+                    "AwsSolutions-RDS10": "Deletion protection comes from config and is off "
+                    "only in disposable environments (dev); prod sets it"
+                },
             )
 
         # Master password rotated by the AWS single-user rotation function, inside the VPC.

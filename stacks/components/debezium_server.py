@@ -179,10 +179,9 @@ class DebeziumServer(Construct):
             )
         for stream in streams.values():
             stream.grant_write(self.task_definition.task_role)
-        task_policy = self.task_definition.task_role.node.find_child("DefaultPolicy")
-        assert isinstance(task_policy, iam.Policy)
         acknowledge_wildcards(
-            task_policy, {r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON}
+            self.task_definition.task_role,
+            {r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON},
         )
 
         # Exactly one task: a replication slot has one reader, and the offsets file one writer.

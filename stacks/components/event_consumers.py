@@ -20,6 +20,7 @@ from constructs import Construct
 
 from cdclake.config import ConsumerConfig, EnvironmentConfig, HttpTarget
 from stacks.components.fan_out import queue_depth_alarm
+from stacks.components.nag import acknowledge
 
 API_KEY_HEADER = "x-api-key"
 MAX_RECEIVES = 5
@@ -59,7 +60,7 @@ class EventConsumer(Construct):
         config: EnvironmentConfig,
         consumer: ConsumerConfig,
         bus: events.IEventBus,
-        key: kms.IKey,
+        encryption_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -68,7 +69,7 @@ class EventConsumer(Construct):
                 self,
                 queue_id,
                 encryption=sqs.QueueEncryption.KMS,
-                encryption_master_key=key,
+                encryption_master_key=encryption_key,
                 enforce_ssl=True,
                 retention_period=retention,
                 **kwargs,  # type: ignore[arg-type]
@@ -133,11 +134,7 @@ class EventConsumer(Construct):
             ),
         ]
         for dlq in (self.dead_letter_queue, self.delivery_dead_letter_queue):
-            cdk.Validations.of(dlq).acknowledge(
-                cdk.Acknowledgment(
-                    id="AwsSolutions-SQS3", reason="this queue is a dead-letter queue"
-                )
-            )
+            acknowledge(dlq, {"AwsSolutions-SQS3": "this queue is a dead-letter queue"})
 
     def _http(self, name: str, http: HttpTarget) -> events.ApiDestination:
         """Connection (credentials by Secrets Manager reference) and the API destination."""
@@ -180,12 +177,17 @@ class EventConsumers(Construct):
         *,
         config: EnvironmentConfig,
         bus: events.IEventBus,
-        key: kms.IKey,
+        encryption_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         self.consumers = {
             consumer.name: EventConsumer(
-                self, _pascal(consumer.name), config=config, consumer=consumer, bus=bus, key=key
+                self,
+                _pascal(consumer.name),
+                config=config,
+                consumer=consumer,
+                bus=bus,
+                encryption_key=encryption_key,
             )
             for consumer in config.fanout.consumers
         }

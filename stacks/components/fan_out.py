@@ -14,7 +14,6 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -55,7 +54,7 @@ class FanOut(Construct):
         construct_id: str,
         *,
         config: EnvironmentConfig,
-        key: kms.IKey,
+        encryption_key: kms.IKey,
         bus: events.IEventBus,
         streams: Sequence[kinesis.IStream],
     ) -> None:
@@ -79,7 +78,7 @@ class FanOut(Construct):
             self,
             "ClaimChecks",
             encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
+            encryption_key=encryption_key,
             bucket_key_enabled=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
@@ -98,7 +97,7 @@ class FanOut(Construct):
             self,
             "FailedRecords",
             encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
+            encryption_master_key=encryption_key,
             enforce_ssl=True,
             retention_period=cdk.Duration.days(14),
         )
@@ -145,7 +144,7 @@ class FanOut(Construct):
             },
         )
         bus.grant_put_events_to(self.function)
-        key.grant_encrypt_decrypt(self.function)
+        encryption_key.grant_encrypt_decrypt(self.function)
         self.claim_check_bucket.grant_put(self.function, "claim-check/*")
 
         # One mapping per stream: bisect poison batches, bounded retries and age, then the queue.
@@ -191,12 +190,9 @@ class FanOut(Construct):
                 ),
             },
         )
-        role_policy = (
-            self.function.role.node.find_child("DefaultPolicy") if self.function.role else None
-        )
-        assert isinstance(role_policy, iam.Policy)
+        assert self.function.role is not None  # the function creates its own role
         acknowledge_wildcards(
-            role_policy,
+            self.function.role,
             {
                 r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON,
                 r"^Action::s3:Abort\*$": "CDK's put grant lets the function abort its own uploads",

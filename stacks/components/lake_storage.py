@@ -8,6 +8,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdclake.config import LakeConfig
+from stacks.components.nag import acknowledge
 
 
 class LakeStorage(Construct):
@@ -42,11 +43,9 @@ class LakeStorage(Construct):
             lifecycle_rules=[s3.LifecycleRule(id="expire", expiration=cdk.Duration.days(365))],
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        cdk.Validations.of(self.access_log_bucket).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-S1",
-                reason="This is the access-log bucket; logging it to itself would loop",
-            )
+        acknowledge(
+            self.access_log_bucket,
+            {"AwsSolutions-S1": "This is the access-log bucket; logging it to itself would loop"},
         )
 
         def bucket(

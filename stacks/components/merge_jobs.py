@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -12,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig, TableConfig
+from cdclake.config import LakeConfig, TableConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
@@ -21,11 +22,6 @@ SPARK_CONF = (
     "spark.serializer=org.apache.spark.serializer.KryoSerializer"
     " --conf spark.sql.hive.convertMetastoreParquet=false"
 )
-
-
-def change_topic(config: EnvironmentConfig, table: TableConfig) -> str:
-    """Kafka topic (and S3 sink folder) of a table: ``<prefix>.<schema>.<table>``."""
-    return f"{config.prefix}.{table.name}"
 
 
 class MergeJobs(Construct):
@@ -37,8 +33,9 @@ class MergeJobs(Construct):
     The job library (``glue_jobs/lib``) ships as a zip for ``--extra-py-files``. Logs and
     bookmarks are encrypted by a Glue security configuration with the lake key.
 
-    ``role`` has only what every job needs (its scripts, logs, metrics); the composing stack
-    grants the buckets and the catalog.
+    ``change_folders`` holds each table's folder of change files in ``change_bucket`` (by table
+    name: ``topics/<topic>``, where the S3 sink writes). ``role`` has only what every job needs
+    (its scripts, logs, metrics); the composing stack grants the buckets and the catalog.
     """
 
     def __init__(
@@ -46,7 +43,10 @@ class MergeJobs(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        config: LakeConfig,
+        tables: Sequence[TableConfig],
+        change_folders: Mapping[str, str],
+        name_prefix: str,
         change_bucket: s3.IBucket,
         lake_bucket: s3.IBucket,
         quarantine_bucket: s3.IBucket,
@@ -56,7 +56,7 @@ class MergeJobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
-        job_config = config.lake.glue_job
+        job_config = config.glue_job
         if not ENTRY_SCRIPT.exists():  # the merge job is written in parallel; keep synth going
             ENTRY_SCRIPT.touch()
 
@@ -70,7 +70,7 @@ class MergeJobs(Construct):
         self.security_configuration = glue.CfnSecurityConfiguration(
             self,
             "SecurityConfiguration",
-            name=config.resource_name("merge"),
+            name=f"{name_prefix}-merge",
             encryption_configuration=glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
                 cloud_watch_encryption=glue.CfnSecurityConfiguration.CloudWatchEncryptionProperty(
                     cloud_watch_encryption_mode="SSE-KMS", kms_key_arn=encryption_key.key_arn
@@ -133,8 +133,8 @@ class MergeJobs(Construct):
 
         self.jobs: dict[str, glue.CfnJob] = {}
         self.triggers: dict[str, glue.CfnTrigger] = {}
-        for table in config.lake_tables:
-            name = config.resource_name("merge", table.lake_table_name.replace("_", "-"))
+        for table in tables:
+            name = f"{name_prefix}-merge-{table.lake_table_name.replace('_', '-')}"
             # One job per table: its own arguments, one run at a time.
             job = glue.CfnJob(
                 self,
@@ -159,7 +159,7 @@ class MergeJobs(Construct):
                     # Read by glue_jobs/merge_job.py (getResolvedOptions).
                     "--table": table.name,
                     "--changes_path": change_bucket.s3_url_for_object(
-                        f"topics/{change_topic(config, table)}/"
+                        f"{change_folders[table.name]}/"
                     ),
                     "--warehouse_path": lake_bucket.s3_url_for_object("warehouse/"),
                     "--database": glue_database,

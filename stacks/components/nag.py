@@ -51,13 +51,20 @@ class _WildcardAcknowledger:
     its own id, and only findings matched by the given patterns.
     """
 
-    def __init__(self, policy: iam.Policy, allowed: dict[str, str]) -> None:
-        self.policy = policy
+    def __init__(self, scope: IConstruct, allowed: dict[str, str]) -> None:
+        self.scope = scope
         self.allowed = {re.compile(pattern): reason for pattern, reason in allowed.items()}
 
     def validate(self) -> list[str]:
-        stack = cdk.Stack.of(self.policy)
-        document = stack.resolve(self.policy.document.to_json())
+        # Found by type, not by CDK's internal ids (a role's grants land in "DefaultPolicy").
+        for policy in self.scope.node.find_all():
+            if isinstance(policy, iam.Policy):
+                self._acknowledge(policy)
+        return []
+
+    def _acknowledge(self, policy: iam.Policy) -> None:
+        stack = cdk.Stack.of(policy)
+        document = stack.resolve(policy.document.to_json())
         findings: dict[str, str] = {}
         for statement in document.get("Statement", []):
             if statement.get("Effect") != "Allow":
@@ -74,11 +81,11 @@ class _WildcardAcknowledger:
         for finding in findings:
             for pattern, reason in self.allowed.items():
                 if pattern.search(finding):
-                    acknowledge(self.policy, {f"AwsSolutions-IAM5[{finding}]": reason})
+                    acknowledge(policy, {f"AwsSolutions-IAM5[{finding}]": reason})
                     break
-        return []
 
 
-def acknowledge_wildcards(policy: iam.Policy, allowed: dict[str, str]) -> None:
-    """Acknowledge the IAM5 findings of ``policy`` matching ``{regex: reason}`` (and no other)."""
-    policy.node.add_validation(_WildcardAcknowledger(policy, allowed))
+def acknowledge_wildcards(scope: IConstruct, allowed: dict[str, str]) -> None:
+    """Acknowledge the IAM5 findings of the policies in ``scope`` (a role, a function) that
+    match ``{regex: reason}``, and no other."""
+    scope.node.add_validation(_WildcardAcknowledger(scope, allowed))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
+
+from stacks.components.nag import acknowledge
 
 
 class OperatorAccess(Construct):
@@ -47,16 +48,13 @@ class OperatorAccess(Construct):
                 )
             ],
         )
-        cdk.Validations.of(self.instance).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "AmazonSSMManagedInstanceCore]",
-                reason="The AWS-managed policy Session Manager documents for managed "
-                "instances; the host needs nothing else",
-            ),
-            cdk.Acknowledgment(
-                id="AwsSolutions-EC29",
-                reason="Stateless access host: replacing it loses nothing, and termination "
-                "protection would block deleting the stack",
-            ),
+        acknowledge(
+            self.instance,
+            {
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "AmazonSSMManagedInstanceCore]": "The AWS-managed policy Session Manager "
+                "documents for managed instances; the host needs nothing else",
+                "AwsSolutions-EC29": "Stateless access host: replacing it loses nothing, and "
+                "termination protection would block deleting the stack",
+            },
         )

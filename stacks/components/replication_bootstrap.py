@@ -16,6 +16,7 @@ from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
 from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
+from stacks.components.nag import acknowledge
 from stacks.components.python_bundling import python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -156,9 +157,14 @@ class ReplicationBootstrap(Construct):
             automatically_after=cdk.Duration.days(30),
         )
         self.rotation.node.add_dependency(self.resource)
-        schedule = self.replication_secret.node.try_find_child("RotationSchedule")
-        assert schedule is not None, "SecretRotation adds the schedule to the secret"
-        schedule.node.add_dependency(self.resource)
+        schedules = [
+            c
+            for c in self.replication_secret.node.find_all()
+            if isinstance(c, secretsmanager.RotationSchedule)
+        ]
+        assert schedules, "SecretRotation adds its schedule to the secret"
+        for schedule in schedules:
+            schedule.node.add_dependency(self.resource)
 
         self._acknowledge()
 
@@ -167,28 +173,26 @@ class ReplicationBootstrap(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
             "service-role/AWSLambdaBasicExecutionRole]"
         )
-        cdk.Validations.of(self.function).acknowledge(
-            cdk.Acknowledgment(
-                id=lambda_basic,
-                reason="AWS-managed minimal policy: write this function's own logs",
-            ),
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaVPCAccessExecutionRole]",
-                reason="AWS-managed minimal policy for the ENIs a VPC function needs",
-            ),
+        acknowledge(
+            self.function,
+            {
+                lambda_basic: "AWS-managed minimal policy: write this function's own logs",
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                "service-role/AWSLambdaVPCAccessExecutionRole]": (
+                    "AWS-managed minimal policy for the ENIs a VPC function needs"
+                ),
+            },
         )
         function_id = cdk.Stack.of(self).get_logical_id(
             self.function.node.default_child  # type: ignore[arg-type]
         )
-        cdk.Validations.of(self.provider).acknowledge(
-            cdk.Acknowledgment(
-                id=lambda_basic,
-                reason="CDK Provider framework function: AWS-managed log-writing policy",
-            ),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]",
-                reason="The framework may invoke any version of the bootstrap function, "
-                "and only that function",
-            ),
+        acknowledge(
+            self.provider,
+            {
+                lambda_basic: "CDK Provider framework function: AWS-managed log-writing policy",
+                f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]": (
+                    "The framework may invoke any version of the bootstrap function, "
+                    "and only that function"
+                ),
+            },
         )
