@@ -148,10 +148,8 @@ class KafkaConnectors(Construct):
                     resources=[change_bucket_key.key_arn],
                 )
             )
-        policy = self.role.node.find_child("DefaultPolicy")
-        assert isinstance(policy, iam.Policy)
         acknowledge_wildcards(
-            policy,
+            self.role,
             {
                 rf"^Resource::.*/{TOPICS_DIR}/\*$": (
                     "the S3 sink names objects by topic, partition and offset under topics/"
@@ -280,9 +278,10 @@ class KafkaConnectors(Construct):
             plugins=[self._plugin_ref(self.s3_sink_plugin)],
             **common,  # type: ignore[arg-type]
         )
-        # The role's policies must exist before a connector starts and resolves its secret.
+        # The role's policies must exist before a connector starts and resolves its secret
+        # (a dependency on the role covers every resource under it, its policy included).
         for connector in (self.debezium_source, self.s3_sink):
-            connector.node.add_dependency(policy)
+            connector.node.add_dependency(self.role)
 
     def _plugin(
         self, construct_id: str, location: str, *, name: str
