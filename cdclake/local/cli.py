@@ -52,7 +52,8 @@ def up(
         with console.status("starting") as spinner:
             stack.up(timeout=timeout, progress=lambda step: spinner.update(step))
     except StackError as exc:
-        _fail(exc)
+        # What did start keeps running for a look at its log; `down` stops it.
+        _fail(StackError(f"{exc}\n(what started is still running: cdclake local down stops it)"))
     status = stack.status()
     console.print(f"[green]up[/green]: connectors RUNNING; logs in {stack.root / 'logs'}")
     for key in ("postgres_dsn", "kafka_bootstrap", "connect_url", "s3_endpoint", "changes_uri"):

@@ -688,18 +688,21 @@ class LocalStack:
         result = self._bootstrap(state)
         lake = {t.name for t in self.config.lake_tables}
         joined = sorted(t for t in result.published_tables if t in lake and t not in before)
-        if processes.is_running(state.processes["connect"]):
+        connect = state.processes.get("connect")
+        connect_running = connect is not None and processes.is_running(connect)
+        if connect_running:
             self.apply_connectors(state)
         signal_id = None
         if joined:
             # Debezium 2.7 skips an incremental snapshot of a table it holds no schema for, and
             # it reads the schemas of the included tables when its task starts: restart it
-            # first (on MSK Connect the connector update of the same deploy does this).
-            client = ConnectClient(self.endpoints(state).connect_url)
-            source = connector_name(self.config, "debezium-source")
-            client.restart(source)
-            time.sleep(2)
-            self.wait_running(state, timeout=120)
+            # first (on MSK Connect the connector update of the same deploy does this). With
+            # the worker down, the next `up` starts the task, which then reads the signal.
+            if connect_running:
+                client = ConnectClient(self.endpoints(state).connect_url)
+                client.restart(connector_name(self.config, "debezium-source"))
+                time.sleep(2)
+                self.wait_running(state, timeout=120)
             signal_id = signal_incremental_snapshot(self, state, joined)
         return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
 

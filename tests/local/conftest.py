@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from cdclake.local import processes
+from cdclake.local.cli import app
 from cdclake.local.stack import LocalStack
 from tests.local.local_helpers import missing_prerequisite
 
@@ -24,14 +26,18 @@ def local_stack() -> Iterator[LocalStack]:
     root = Path(tempfile.mkdtemp(prefix="cdclake-local-", dir="/tmp"))
     os.chmod(root, 0o755)
     stack = LocalStack(root, env="local")
+    runner = CliRunner()
     try:
-        stack.up(timeout=300)
+        # Through the CLI, as a person would; its output says what failed and where the logs are.
+        started = runner.invoke(app, ["up", "--state-dir", str(root), "--timeout", "300"])
+        assert started.exit_code == 0, started.output
         yield stack
     finally:
         state = stack.load_state()
         tracked = list(state.processes.values()) if state else []
         try:
-            stack.down()
+            stopped = runner.invoke(app, ["down", "--state-dir", str(root)])
+            assert stopped.exit_code == 0, stopped.output
         finally:
             leftovers = [
                 (p.name, p.pid)

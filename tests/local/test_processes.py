@@ -1,4 +1,4 @@
-"""Processes are stopped by process group, and a PID whose start time changed is left alone."""
+"""Processes stop by process group; a PID whose start time changed is left alone."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from typer.testing import CliRunner
+
 from cdclake.local import processes
+from cdclake.local.cli import app
 
 
 def test_processes_stop_whole_group_nothing_left(tmp_path: Path) -> None:
@@ -33,3 +36,9 @@ def test_processes_reused_pid_not_signalled(tmp_path: Path) -> None:
     finally:
         processes.stop(proc, timeout=10)
     assert not processes.is_running(proc)
+
+
+def test_local_status_without_stack_exits_1(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["status", "--json", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert '"up": false' in result.output
