@@ -14,12 +14,17 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cdclake.doctor import doctor
+from cdclake.local.cli import app as local_app
+
 app = typer.Typer(
     help="cdc-lake: Debezium change files → lake tables, locally or on Glue.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command(name="doctor")(doctor)
+app.add_typer(local_app, name="local")
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",
@@ -28,21 +33,24 @@ STAGE_LABELS = {
 }
 
 
-class Format(StrEnum):
-    auto = "auto"
-    hudi = "hudi"
-    parquet = "parquet"
-
-
 class Shape(StrEnum):
     schema = "schema"
     envelope = "envelope"
     flat = "flat"
 
 
+class TableType(StrEnum):
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
 def _fail(message: str, code: int = 1) -> None:
     console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
 def _parse_types(values: list[str]) -> dict[str, str]:
@@ -55,13 +63,35 @@ def _parse_types(values: list[str]) -> dict[str, str]:
     return types
 
 
+def _lazy_spark(warehouse: Path) -> Any:
+    """A factory that starts the local session on first use, once."""
+    holder: dict[str, Any] = {}
+
+    def get() -> Any:
+        if "spark" not in holder:
+            from cdclake_merge.session import MissingJars, local_session
+
+            try:
+                holder["spark"] = local_session(warehouse)
+            except MissingJars as exc:
+                _fail(str(exc), 2)
+        return holder["spark"]
+
+    return get
+
+
 @app.command()
 def merge(
     changes: Annotated[Path, typer.Option(help="Folder of change files (S3 sink layout)")],
     warehouse: Annotated[Path, typer.Option(help="Warehouse folder (tables + metastore)")],
     table: Annotated[str, typer.Option(help="DATABASE.TABLE to merge into")],
     key: Annotated[str, typer.Option(help="Primary key column(s), comma-separated")],
-    format: Annotated[Format, typer.Option(help="Sink: hudi needs the Hudi bundle")] = Format.auto,
+    table_type: Annotated[
+        TableType, typer.Option(help="Hudi table type, fixed when the table is created")
+    ] = TableType.COPY_ON_WRITE,
+    partition: Annotated[
+        str, typer.Option(help="Partition column(s), comma-separated (Hive-style folders)")
+    ] = "",
     column_type: Annotated[
         list[str] | None,
         typer.Option("--type", help="COLUMN=TYPE for change files without a schema"),
@@ -72,9 +102,10 @@ def merge(
     ] = 0.01,
     json_output: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
 ) -> None:
-    """Apply every not-yet-applied change file under CHANGES to the table."""
+    """Apply every not-yet-applied change file under CHANGES to the Hudi table."""
+    from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, MergeOptions, run_merge
-    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import LocalFileSystem
 
     if not changes.is_dir():
@@ -83,38 +114,26 @@ def merge(
         _fail("--max-bad-fraction must be between 0 and 1", 2)
     options = MergeOptions(
         table=table,
-        key=tuple(k.strip() for k in key.split(",") if k.strip()),
+        key=_split(key),
         changes=str(changes.resolve()),
         column_types=_parse_types(column_type or []),
-        exclude_columns=frozenset(c.strip() for c in exclude.split(",") if c.strip()),
+        exclude_columns=frozenset(_split(exclude)),
         max_bad_fraction=max_bad_fraction,
     )
+    spark_factory = _lazy_spark(warehouse)
     fs = LocalFileSystem()
-    spark_holder: dict[str, Any] = {}
-
-    def spark_factory() -> Any:
-        from cdclake_merge.session import hudi_available, local_session
-
-        spark = local_session(warehouse)
-        if format is Format.hudi and not hudi_available(spark):
-            _fail(
-                "--format hudi: the Hudi Spark bundle is not on the classpath "
-                "(set CDCLAKE_HUDI_JAR to a hudi-spark3.5-bundle_2.12-0.15.0.jar)",
-                2,
-            )
-        spark_holder["spark"] = spark
-        return spark
-
-    sink: Any
-    if format is Format.hudi or (format is Format.auto and _hudi_jar_configured()):
-        from cdclake_merge.hudi import HudiTable
-
-        sink = HudiTable(spark_factory(), str(warehouse.resolve()), table, options.key)
-    else:
-        try:
-            sink = SnapshotTable(fs, str(warehouse.resolve()), table)
-        except ValueError as exc:
-            _fail(str(exc), 2)
+    try:
+        sink = open_sink(
+            warehouse=str(warehouse.resolve()),
+            table=table,
+            key=options.key,
+            fs=fs,
+            spark_factory=spark_factory,
+            partition_fields=_split(partition),
+            table_type=table_type.value,
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
 
     interactive = console.is_terminal and not json_output
     with Progress(
@@ -131,17 +150,13 @@ def merge(
             progress.update(task, description=STAGE_LABELS.get(stage, stage), advance=1)
 
         try:
-            result = run_merge(
-                lambda: spark_holder.get("spark") or spark_factory(),
-                fs,
-                sink,
-                options,
-                progress=on_stage,
-            )
-        except MergeError as exc:
+            result = run_merge(spark_factory, fs, sink, options, progress=on_stage)
+        except (MergeError, CatalogSyncError) as exc:
             _fail(str(exc))
-        except ValueError as exc:
-            _fail(f"{type(exc).__name__}: {exc}")
+        except ValueError as exc:  # the table exists with another key, type or partitioning
+            _fail(str(exc), 2)
+        except RuntimeError as exc:
+            _fail(" ".join(str(exc).split()) or type(exc).__name__)
 
     if json_output:
         print(json.dumps(result.as_dict(), indent=2))
@@ -150,14 +165,6 @@ def merge(
         console.print(f"{table}: no new change files; nothing to do (version {result.version})")
         return
     _print_result(result)
-
-
-def _hudi_jar_configured() -> bool:
-    import os
-
-    from cdclake_merge.session import HUDI_JAR_ENV
-
-    return bool(os.environ.get(HUDI_JAR_ENV))
 
 
 def _print_result(result: Any) -> None:
@@ -189,24 +196,25 @@ def export(
 ) -> None:
     """Write the table's live rows as JSON lines sorted by key."""
     from cdclake_merge.export import rows_as_json
-    from cdclake_merge.session import local_session
-    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.sink import open_existing_sink
     from cdclake_merge.storage import LocalFileSystem
 
+    spark_factory = _lazy_spark(warehouse)
     try:
-        sink = SnapshotTable(LocalFileSystem(), str(warehouse.resolve()), table)
+        sink = open_existing_sink(
+            warehouse=str(warehouse.resolve()),
+            table=table,
+            fs=LocalFileSystem(),
+            spark_factory=spark_factory,
+        )
     except ValueError as exc:
         _fail(str(exc), 2)
-    state = sink.load()
-    if state.version == 0:
+    state = sink.load() if sink is not None else None
+    if state is None or state.version == 0:
         _fail(f"table {table} has no commit under {warehouse}")
-    lines: list[str] = []
-    if state.state_path is not None:
-        spark = local_session(warehouse)
-        live = sink.read_live(spark, state)
-        assert live is not None
-        key = state.manifest.get("key") or [state.columns[0][0]]
-        lines = list(rows_as_json(live, key))
+    assert sink is not None and state is not None
+    live = sink.read_live(spark_factory(), state)
+    lines = list(rows_as_json(live, state.checkpoint["key"])) if live is not None else []
     text = "".join(line + "\n" for line in lines)
     if str(out) == "-":
         sys.stdout.write(text)

@@ -9,10 +9,10 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --warehouse_path s3://…/warehouse/   --database <glue database>
     --record_key id[,id2]         --partition_fields ""|col[,col]
     --table_type COPY_ON_WRITE|MERGE_ON_READ   --quarantine_path s3://…/
-    --format hudi|parquet         --max_bad_fraction 0.01
+    --max_bad_fraction 0.01
 
-Without ``awsglue`` installed (a laptop) the same script runs on a local session,
-so ``python glue_jobs/merge_job.py --format parquet …`` exercises this exact file.
+Without ``awsglue`` installed (a laptop) the same script runs on a local session
+with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ ARGUMENTS = (
     "partition_fields",
     "table_type",
     "quarantine_path",
-    "format",
     "max_bad_fraction",
 )
-OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE", "format": "hudi"}
+OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE"}
 
 
 def parse_arguments(argv: list[str]) -> dict[str, str]:
@@ -72,44 +71,36 @@ def build_session(args: dict[str, str]) -> tuple[Any, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from cdclake_merge.hudi import HudiTable
+    from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, MergeOptions, run_merge
-    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import filesystem_for
 
     args = parse_arguments(argv)
     spark, job = build_session(args)
     table = f"{args['database']}.{args['table'].replace('.', '_')}"
-    key = tuple(k for k in args["record_key"].split(",") if k)
     options = MergeOptions(
         table=table,
-        key=key,
+        key=tuple(k for k in args["record_key"].split(",") if k),
         changes=args["changes_path"],
         max_bad_fraction=float(args["max_bad_fraction"]),
     )
-    fs = filesystem_for(args["changes_path"], spark)
-    sink: Any
-    if args["format"] == "hudi":
-        sink = HudiTable(
-            spark,
-            args["warehouse_path"],
-            table,
-            key,
+    try:
+        sink = open_sink(
+            warehouse=args["warehouse_path"],
+            table=table,
+            key=options.key,
+            fs=filesystem_for(args["warehouse_path"], spark),
+            spark_factory=lambda: spark,
             partition_fields=[p for p in args.get("partition_fields", "").split(",") if p],
             table_type=args.get("table_type", "COPY_ON_WRITE"),
             quarantine_root=args["quarantine_path"],
         )
-    elif args["format"] == "parquet":
-        sink = SnapshotTable(
-            filesystem_for(args["warehouse_path"], spark), args["warehouse_path"], table
+        result = run_merge(
+            lambda: spark, filesystem_for(args["changes_path"], spark), sink, options
         )
-    else:
-        print(f"--format must be hudi or parquet, got {args['format']!r}", file=sys.stderr)
-        return 2
-    try:
-        result = run_merge(lambda: spark, fs, sink, options)
-    except MergeError as exc:
-        # Fail the Glue run visibly; nothing was committed, a rerun starts from the last commit.
+    except (MergeError, CatalogSyncError, ValueError) as exc:
+        # Fail the Glue run visibly with one line; a rerun starts from the last commit.
         print(f"cdclake merge failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"cdclake_merge": result.as_dict()}))

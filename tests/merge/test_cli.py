@@ -1,95 +1,118 @@
-"""The cdclake CLI as users run it: real processes, exit codes, one-line errors, kills."""
+"""The cdclake CLI as users run it: real processes on real Hudi, exit codes, one-line errors,
+kills at every stage."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
-CLI = [sys.executable, "-m", "cdclake.cli"]
+from tests.merge.support import CLI, expected_rows, export_rows, merge_args, run_cli
 
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
+pytestmark = [pytest.mark.spark, pytest.mark.hudi, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("generated")
-    result = run(
+    result = run_cli(
         "generate", "--out", str(out), "--events", "600", "--seed", "5", "--flush-size", "50"
     )
     assert result.returncode == 0, result.stderr
     return out
 
 
-def merge_args(changes: Path, warehouse: Path) -> list[str]:
-    return [
-        "merge",
-        "--changes",
-        str(changes),
-        "--warehouse",
-        str(warehouse),
-        "--table",
-        "cli.orders",
-        "--key",
-        "id",
-        "--format",
-        "parquet",
-        "--json",
-    ]
-
-
-def export_rows(warehouse: Path, out: Path) -> list[dict[str, object]]:
-    result = run(
-        "export", "--warehouse", str(warehouse), "--table", "cli.orders", "--out", str(out)
-    )
-    assert result.returncode == 0, result.stderr
-    return [
-        {k: v for k, v in json.loads(line).items() if not k.startswith("_")}
-        for line in out.read_text().splitlines()
-    ]
+def _commits(warehouse: Path) -> list[Path]:
+    return sorted((warehouse / "cli.db" / "orders" / ".hoodie").glob("*.commit"))
 
 
 def test_cli_merge_then_export_equals_generated_state(generated: Path, tmp_path: Path) -> None:
-    result = run(*merge_args(generated / "topics", tmp_path / "wh"))
+    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
     counts = json.loads(result.stdout)
     assert counts["committed"] and counts["events_read"] > 0
-    expected = [json.loads(r) for r in (generated / "expected.jsonl").read_text().splitlines()]
-    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected
-    rerun = run(*merge_args(generated / "topics", tmp_path / "wh"))
+    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
+    rerun = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
     assert json.loads(rerun.stdout)["committed"] is False
 
 
-@pytest.mark.parametrize("stage", ["read", "write", "commit"])
+def test_cli_merge_partitioned_merge_on_read_equals_generated_state(
+    generated: Path, tmp_path: Path
+) -> None:
+    args = merge_args(
+        generated / "topics",
+        tmp_path / "wh",
+        "--table-type",
+        "MERGE_ON_READ",
+        "--partition",
+        "active",
+    )
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    table = tmp_path / "wh" / "cli.db" / "orders"
+    assert {p.name for p in table.glob("active=*")} >= {"active=true", "active=false"}
+    assert list((table / ".hoodie").glob("*.deltacommit"))
+    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
+
+
+def test_cli_merge_other_table_type_than_stored_fails_with_one_line(
+    generated: Path, tmp_path: Path
+) -> None:
+    assert run_cli(*merge_args(generated / "topics", tmp_path / "wh")).returncode == 0
+    (generated / "topics").joinpath("later.json").write_text("")
+    args = merge_args(generated / "topics", tmp_path / "wh", "--table-type", "MERGE_ON_READ")
+    result = run_cli(*args)
+    (generated / "topics" / "later.json").unlink()
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: table cli.orders is COPY_ON_WRITE partitioned by nothing; "
+        "got MERGE_ON_READ partitioned by nothing"
+    ]
+
+
+@pytest.mark.parametrize("stage", ["read", "fold", "write"])
 def test_cli_merge_killed_at_stage_keeps_previous_commit_and_recovers(
     generated: Path, tmp_path: Path, stage: str
 ) -> None:
-    killed = run(
+    killed = run_cli(
         *merge_args(generated / "topics", tmp_path / "wh"), env={"CDCLAKE_ABORT_AT": stage}
     )
-    assert killed.returncode == -9
-    assert not list((tmp_path / "wh").glob("cli.db/orders/_cdclake/commit-*.json"))
-    result = run(*merge_args(generated / "topics", tmp_path / "wh"))
+    assert killed.returncode == -signal.SIGKILL
+    assert not _commits(tmp_path / "wh")
+    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
-    expected = [json.loads(r) for r in (generated / "expected.jsonl").read_text().splitlines()]
-    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected
+    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
+
+
+def test_cli_merge_killed_during_hudi_write_recovers(generated: Path, tmp_path: Path) -> None:
+    """SIGKILL from outside once Hudi has started its commit (an inflight instant exists)."""
+    timeline = tmp_path / "wh" / "cli.db" / "orders" / ".hoodie"
+    process = subprocess.Popen(
+        [*CLI, *merge_args(generated / "topics", tmp_path / "wh")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
+    deadline = time.monotonic() + 600
+    while not list(timeline.glob("*.inflight")) and process.poll() is None:
+        assert time.monotonic() < deadline, "no Hudi write started"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=60) == -signal.SIGKILL
+    assert not _commits(tmp_path / "wh")
+    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"] == 1
+    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
 
 
 def test_cli_merge_missing_changes_folder_fails_with_one_line(tmp_path: Path) -> None:
-    result = run(*merge_args(tmp_path / "nope", tmp_path / "wh"))
+    result = run_cli(*merge_args(tmp_path / "nope", tmp_path / "wh"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --changes {tmp_path / 'nope'} is not a folder"
@@ -99,7 +122,18 @@ def test_cli_merge_missing_changes_folder_fails_with_one_line(tmp_path: Path) ->
 def test_cli_merge_bad_table_name_fails_with_one_line(generated: Path, tmp_path: Path) -> None:
     args = merge_args(generated / "topics", tmp_path / "wh")
     args[args.index("cli.orders")] = "orders"
-    result = run(*args)
+    result = run_cli(*args)
     assert result.returncode == 2
-    assert "table must be DATABASE.TABLE" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: table must be DATABASE.TABLE, got 'orders'"
+    ]
+
+
+def test_cli_export_unknown_table_fails_with_one_line(tmp_path: Path) -> None:
+    result = run_cli(
+        "export", "--warehouse", str(tmp_path), "--table", "cli.none", "--out", str(tmp_path / "o")
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: table cli.none has no commit under {tmp_path}"
+    ]

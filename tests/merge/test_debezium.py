@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cdclake_merge.debezium import TableSpec, parse_line, parse_value
-from tests.merge.events import decimal_b64, envelope, line, with_schema
+from tests.merge.support import decimal_b64, envelope, line, with_schema
 
 SPEC = TableSpec(primary_key=("id",))
 

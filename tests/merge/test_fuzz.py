@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from cdclake_merge.debezium import TableSpec, parse_line
 from cdclake_merge.job import MergeError, MergeOptions, run_merge
-from cdclake_merge.snapshot_table import SnapshotTable
+from cdclake_merge.sink import Sink, open_sink
 from cdclake_merge.storage import LocalFileSystem
-from tests.merge.events import decimal_b64, envelope, with_schema
+from tests.merge.support import decimal_b64, envelope, with_schema
 
 SPEC = TableSpec(("id",), column_types={"when": "timestamp", "amount": "decimal(10,2)"})
 SEEDS = [
@@ -132,7 +132,13 @@ def test_run_merge_fuzzed_files_account_for_every_line(
         path.write_text("".join(line + "\n" for line in lines))
     fs = LocalFileSystem()
     table = f"fuzz{next(_runs)}.orders"
-    sink = SnapshotTable(fs, str(root / "warehouse"), table)
+    sink = open_sink(
+        warehouse=str(root / "warehouse"),
+        table=table,
+        key=("id",),
+        fs=fs,
+        spark_factory=lambda: spark,
+    )
     options = MergeOptions(
         table=table,
         key=("id",),
@@ -162,12 +168,12 @@ def test_run_merge_fuzzed_files_account_for_every_line(
         assert record["reason"]
 
 
-def _quarantined(sink: SnapshotTable) -> list[dict[str, Any]]:
-    manifest = sink.load().manifest
-    if not manifest.get("quarantine"):
+def _quarantined(sink: Sink) -> list[dict[str, Any]]:
+    checkpoint = sink.load().checkpoint
+    if not checkpoint.get("quarantine"):
         return []
     return [
         json.loads(line)
-        for part in sorted(Path(manifest["quarantine"]).glob("part-*.json"))
+        for part in sorted(Path(checkpoint["quarantine"]).glob("part-*.json"))
         for line in part.read_text().splitlines()
     ]

@@ -1,4 +1,5 @@
-"""glue_jobs/merge_job.py, the Glue entry script, runs on a laptop with the same arguments."""
+"""glue_jobs/merge_job.py, the file Glue runs, run here on real Hudi with the job's own default
+arguments as the synthesized template declares them (buckets mapped to local folders)."""
 
 from __future__ import annotations
 
@@ -6,70 +7,85 @@ import json
 import runpy
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.merge.support import expected_rows, visible
 
 ENTRY = Path(__file__).resolve().parents[2] / "glue_jobs" / "merge_job.py"
 
 
-def test_parse_arguments_without_awsglue_accepts_glue_names() -> None:
+def job_arguments(template: dict[str, Any], table: str) -> dict[str, Any]:
+    for resource in template["Resources"].values():
+        if resource["Type"] != "AWS::Glue::Job":
+            continue
+        arguments = resource["Properties"]["DefaultArguments"]
+        if arguments["--table"] == table:
+            return dict(arguments)
+    raise AssertionError(f"no Glue job for {table}")
+
+
+def local_argv(arguments: dict[str, Any], buckets: Path) -> list[str]:
+    """The job's arguments as Glue passes them, each bucket a local folder."""
+    argv = ["merge_job.py", "--JOB_NAME", "local"]
+    for name, value in arguments.items():
+        if isinstance(value, dict):  # {"Fn::Join": ["", ["s3://", {"Ref": bucket}, "/path/"]]}
+            parts = value["Fn::Join"][1]
+            value = "".join(
+                str(buckets / p["Ref"]) if isinstance(p, dict) else p.removeprefix("s3://")
+                for p in parts
+            )
+        argv += [name, value]
+    return argv
+
+
+@pytest.fixture(scope="module")
+def orders_job(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return job_arguments(synth("dev").template("lake"), "public.orders")
+
+
+def test_parse_arguments_template_defaults_fill_what_glue_passes(orders_job: dict[str, Any]) -> None:
     module = runpy.run_path(str(ENTRY))
-    args = module["parse_arguments"](
-        [
-            "merge_job.py",
-            "--JOB_NAME",
-            "j",
-            "--table",
-            "public.orders",
-            "--changes_path",
-            "s3://c/",
-            "--warehouse_path",
-            "s3://w/",
-            "--database",
-            "lake",
-            "--record_key",
-            "id",
-            "--quarantine_path",
-            "s3://q/",
-            "--max_bad_fraction",
-            "0.01",
-        ]
+    args = module["parse_arguments"](local_argv(orders_job, Path("/b")))
+    assert (args["table"], args["record_key"], args["table_type"]) == (
+        "public.orders",
+        "id",
+        "COPY_ON_WRITE",
     )
-    assert args["table_type"] == "COPY_ON_WRITE" and args["format"] == "hudi"
-    assert args["partition_fields"] == ""
+    assert args["partition_fields"] == "order_date"
+    assert args["changes_path"].endswith("/topics/cdclake-dev.public.orders/")
 
 
 @pytest.mark.spark
-def test_glue_entry_parquet_run_merges_generated_events(spark, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.hudi
+@pytest.mark.slow
+def test_glue_entry_template_arguments_merge_generated_events_into_hudi(  # type: ignore[no-untyped-def]
+    spark, orders_job: dict[str, Any], tmp_path: Path, capsys
+) -> None:
     from cdclake_merge.generator import GeneratorOptions, generate_files
 
+    argv = local_argv(orders_job, tmp_path / "buckets")
+    args = dict(zip(argv[1::2], argv[2::2], strict=True))
     source = tmp_path / "generated"
     generate_files(source, GeneratorOptions(events=300, seed=9, keys=40))
-    changes = tmp_path / "changes"
-    shutil.copytree(source / "topics", changes)
+    shutil.copytree(next((source / "topics").iterdir()), args["--changes_path"])
     module = runpy.run_path(str(ENTRY))
-    argv = [
-        "merge_job.py",
-        "--table",
-        "public.orders",
-        "--changes_path",
-        str(changes),
-        "--warehouse_path",
-        str(tmp_path / "wh"),
-        "--database",
-        "glue",
-        "--record_key",
-        "id",
-        "--quarantine_path",
-        str(tmp_path / "q"),
-        "--format",
-        "parquet",
-        "--max_bad_fraction",
-        "0.01",
-    ]
+
     assert module["main"](argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cdclake_merge"]
-    assert summary["committed"] and summary["table"] == "glue.public_orders"
+    assert summary["committed"] and summary["table"] == "cdclake_dev.public_orders"
     assert module["main"](argv) == 0  # the console rerun: nothing new, nothing written
     rerun = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cdclake_merge"]
     assert rerun["committed"] is False
+
+    rows = spark.table("cdclake_dev.public_orders")
+    assert "order_date" in {r[0] for r in spark.sql("DESCRIBE cdclake_dev.public_orders").collect()}
+    from cdclake_merge.export import rows_as_json
+
+    exported = visible([json.loads(r) for r in rows_as_json(rows.drop(*_hoodie(rows)), ("id",))])
+    assert exported == expected_rows(source)
+
+
+def _hoodie(frame: Any) -> list[str]:
+    return [c for c in frame.columns if c.startswith("_hoodie")]

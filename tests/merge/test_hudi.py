@@ -1,33 +1,41 @@
-"""The Hudi write path: every option under unit test; the real write where the bundle exists."""
+"""The Hudi sink: writer options, schema rules, and each defect found in it, on real Hudi 0.15."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cdclake_merge.hudi import (
     CHECKPOINT_KEY,
     PAYLOAD_CLASS,
-    decode_checkpoint,
-    encode_checkpoint,
     hudi_options,
     key_generator,
-    latest_checkpoint,
+    newest_checkpoint_name,
+    stored_layout,
 )
-from cdclake_merge.session import HUDI_JAR_ENV
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords
+from cdclake_merge.schema import SchemaChangeError, unify
+from cdclake_merge.sink import Changes, Staged, TableState
+from tests.merge.support import Lake, decimal_b64, envelope, with_schema
+
+# --- writer options (no Spark) ----------------------------------------------------------------
 
 
 def test_hudi_options_order_by_cdc_order_with_event_time_payload() -> None:
     options = hudi_options(database="lake", table="public_orders", record_key=["id"])
     assert options["hoodie.datasource.write.precombine.field"] == "_cdc_order"
     assert options["hoodie.payload.ordering.field"] == "_cdc_order"
-    assert options["hoodie.datasource.write.payload.class"] == PAYLOAD_CLASS
     assert options["hoodie.datasource.write.operation"] == "upsert"
     assert options["hoodie.datasource.write.table.type"] == "COPY_ON_WRITE"
+
+
+def test_hudi_options_payload_is_default_hoodie_record_payload_by_name() -> None:
+    options = hudi_options(database="lake", table="t", record_key=["id"])
+    expected = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+    assert options["hoodie.datasource.write.payload.class"] == expected == PAYLOAD_CLASS
 
 
 def test_hudi_options_catalog_sync_is_hms_and_conditional() -> None:
@@ -42,29 +50,33 @@ def test_hudi_options_catalog_sync_is_hms_and_conditional() -> None:
     assert options["hoodie.datasource.write.hive_style_partitioning"] == "true"
 
 
+def test_hudi_options_merge_on_read_syncs_table_without_ro_suffix() -> None:
+    options = hudi_options(database="d", table="t", record_key=["id"], table_type="MERGE_ON_READ")
+    assert options["hoodie.datasource.hive_sync.skip_ro_suffix"] == "true"
+    assert options["hoodie.compact.inline"] == "true"
+
+
 def test_hudi_options_without_sync_have_no_hive_keys() -> None:
     options = hudi_options(database="d", table="t", record_key=["id"], sync_catalog=False)
     assert not [k for k in options if "hive_sync" in k]
 
 
-def test_hudi_options_checkpoint_goes_into_commit_metadata() -> None:
-    options = hudi_options(database="d", table="t", record_key=["id"], checkpoint="{}")
-    assert options["hoodie.datasource.write.commitmeta.key.prefix"] == "_cdclake."
-    assert options[CHECKPOINT_KEY] == "{}"
+def test_hudi_options_partition_path_update_only_for_partitioned_tables() -> None:
+    flat = hudi_options(database="d", table="t", record_key=["id"])
+    partitioned = hudi_options(database="d", table="t", record_key=["id"], partition_fields=["p"])
+    assert "hoodie.record.index.update.partition.path" not in flat
+    assert partitioned["hoodie.record.index.update.partition.path"] == "true"
+    assert flat["hoodie.index.type"] == partitioned["hoodie.index.type"] == "RECORD_INDEX"
+
+
+def test_hudi_options_commit_metadata_needs_the_prefix() -> None:
+    options = hudi_options(
+        database="d", table="t", record_key=["id"], commit_metadata={CHECKPOINT_KEY: "x.json"}
+    )
+    assert options[CHECKPOINT_KEY] == "x.json"
     assert CHECKPOINT_KEY.startswith(options["hoodie.datasource.write.commitmeta.key.prefix"])
-
-
-def test_hudi_options_merge_on_read_compacts_inline() -> None:
-    options = hudi_options(database="d", table="t", record_key=["id"], table_type="MERGE_ON_READ")
-    assert options["hoodie.datasource.write.table.type"] == "MERGE_ON_READ"
-    assert options["hoodie.compact.inline"] == "true"
-
-
-def test_hudi_options_global_record_index_moves_repartitioned_rows() -> None:
-    options = hudi_options(database="d", table="t", record_key=["id"])
-    assert options["hoodie.index.type"] == "RECORD_INDEX"
-    assert options["hoodie.metadata.record.index.enable"] == "true"
-    assert options["hoodie.record.index.update.partition.path"] == "true"
+    with pytest.raises(ValueError, match=r"must start with _cdclake\."):
+        hudi_options(database="d", table="t", record_key=["id"], commit_metadata={"k": "v"})
 
 
 def test_hudi_options_bad_table_type_is_rejected() -> None:
@@ -85,69 +97,338 @@ def test_key_generator_matches_key_and_partitions(
     key: list[str], partitions: list[str], generator: str
 ) -> None:
     assert key_generator(key, partitions).endswith(generator)
-    options = hudi_options(database="d", table="t", record_key=key, partition_fields=partitions)
-    assert options["hoodie.datasource.write.recordkey.field"] == ",".join(key)
 
 
-def test_checkpoint_roundtrip_keeps_applied_files_and_truncation() -> None:
-    files = frozenset(f"topics/t/partition=0/t+0+{i:010d}.json" for i in range(5000))
-    text = encode_checkpoint(files, "0001", [("id", "int")], ["id"])
-    assert len(text) < 60_000
-    data = decode_checkpoint(text)
-    assert (data["applied_files"], data["truncated_before"]) == (files, "0001")
+def test_stored_layout_appends_new_columns_after_metadata_columns() -> None:
+    first = stored_layout([], [("id", "int"), ("name", "string")])
+    assert first == ["id", "name", "_cdc_order", "_cdc_lsn", "_cdc_op", "_cdc_source_ts",
+                     "_hoodie_is_deleted"]  # fmt: skip
+    later = stored_layout(first, [("id", "int"), ("email", "string"), ("name", "string")])
+    assert later == [*first, "email"]
 
 
-def test_latest_checkpoint_reads_newest_completed_commit() -> None:
-    def commit(files: set[str]) -> str:
-        checkpoint = encode_checkpoint(frozenset(files), None, [], ["id"])
-        return json.dumps({"extraMetadata": {CHECKPOINT_KEY: checkpoint}})
+def test_newest_checkpoint_name_skips_commits_without_one() -> None:
+    def commit(name: str | None) -> str:
+        return json.dumps({"extraMetadata": {CHECKPOINT_KEY: name} if name else {}})
 
     timeline = {
-        "20240101000000000.commit": commit({"a"}),
-        "20240102000000000.commit": commit({"a", "b"}),
-        "20240103000000000.inflight": "",
+        "20240101000000000.commit": commit("checkpoints/v00000001.json"),
+        "20240102000000000.deltacommit": commit("checkpoints/v00000002.json"),
+        "20240103000000000.commit": commit(None),  # an inline compaction
+        "20240104000000000.inflight": "",
     }
-    checkpoint = latest_checkpoint(timeline)
-    assert checkpoint is not None and checkpoint["applied_files"] == {"a", "b"}
+    assert newest_checkpoint_name(timeline) == "checkpoints/v00000002.json"
 
 
-@pytest.mark.hudi
-@pytest.mark.spark
-@pytest.mark.skipif(
-    not os.environ.get(HUDI_JAR_ENV),
-    reason=f"Hudi Spark bundle not available: set {HUDI_JAR_ENV} to a local "
-    "hudi-spark3.5-bundle_2.12-0.15.0.jar (Maven Central is unreachable here)",
-)
-def test_hudi_sink_merges_generated_events(tmp_path: Path) -> None:  # pragma: no cover
-    from cdclake_merge.export import rows_as_json
-    from cdclake_merge.generator import GeneratorOptions, generate_files
-    from cdclake_merge.hudi import HudiTable
-    from cdclake_merge.job import MergeOptions, run_merge
-    from cdclake_merge.session import local_session
-    from cdclake_merge.storage import LocalFileSystem
+# --- schema rules (what Hudi 0.15 and its catalog sync accept) --------------------------------
 
-    source = tmp_path / "generated"
-    generate_files(source, GeneratorOptions(events=800, seed=3, keys=80))
-    shutil.copytree(source / "topics", tmp_path / "changes" / "topics")
-    spark = local_session(tmp_path / "hudi-warehouse")
-    sink = HudiTable(spark, str(tmp_path / "warehouse"), "hudi.orders", ["id"], sync_catalog=False)
-    options = MergeOptions("hudi.orders", ("id",), str(tmp_path / "changes"))
-    run_merge(lambda: spark, LocalFileSystem(), sink, options)
-    assert run_merge(lambda: spark, LocalFileSystem(), sink, options).committed is False
-    live = (
-        spark.read.format("hudi")
-        .load(sink.root)
-        .drop(
-            *[
-                c
-                for c in spark.read.format("hudi").load(sink.root).columns
-                if c.startswith("_hoodie")
-            ]
-        )
-    )
-    actual = [
-        {k: v for k, v in json.loads(r).items() if not k.startswith("_")}
-        for r in rows_as_json(live, ("id",))
+
+@pytest.mark.parametrize(
+    ("stored", "incoming", "result"),
+    [("smallint", "int", "int"), ("int", "bigint", "bigint"), ("float", "double", "double"),
+     ("bigint", "int", "bigint"), ("double", "float", "double")],
+)  # fmt: skip
+def test_unify_stored_column_takes_hudi_promotions(stored: str, incoming: str, result: str) -> None:
+    assert unify("d.t", [("v", stored)], [("v", incoming)]) == [("v", result)]
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming"),
+    [("int", "double"), ("bigint", "double"), ("decimal(10,2)", "decimal(12,2)"),
+     ("decimal(10,2)", "decimal(12,4)"), ("string", "int")],
+)  # fmt: skip
+def test_unify_stored_column_other_change_fails_naming_table_and_column(
+    stored: str, incoming: str
+) -> None:
+    with pytest.raises(SchemaChangeError, match=r"table d\.t: column 'v' changed type from "):
+        unify("d.t", [("v", stored)], [("v", incoming)])
+
+
+def test_unify_new_column_takes_widest_type_of_the_run() -> None:
+    assert unify("d.t", [], [("v", "decimal(10,2)")], [("v", "decimal(12,4)")]) == [
+        ("v", "decimal(12,4)")
     ]
-    expected = [json.loads(r) for r in (source / "expected.jsonl").read_text().splitlines()]
-    assert actual == expected
+
+
+def test_unify_keeps_stored_columns_first() -> None:
+    assert unify("d.t", [("id", "int"), ("a", "string")], [("b", "int"), ("id", "int")]) == [
+        ("id", "int"),
+        ("a", "string"),
+        ("b", "int"),
+    ]
+
+
+# --- real Hudi ----------------------------------------------------------------------------------
+
+
+def c(id_: int, lsn: int, **values: Any) -> dict[str, Any]:
+    return envelope("c", lsn=lsn, after={"id": id_, "name": f"n{id_}", **values})
+
+
+def d(id_: int, lsn: int) -> dict[str, Any]:
+    return envelope("d", lsn=lsn, before={"id": id_})
+
+
+def _typed(id_: int, lsn: int, value: Any, field: dict[str, Any]) -> dict[str, Any]:
+    return with_schema(
+        envelope("c", lsn=lsn, after={"id": id_, "v": value}),
+        [{"field": "id", "type": "int32"}, {"field": "v", "optional": True, **field}],
+    )
+
+
+def _decimal(precision: int, scale: int) -> dict[str, Any]:
+    return {
+        "type": "bytes",
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": str(scale), "connect.decimal.precision": str(precision)},
+    }
+
+
+def _table_properties(spark: Any, table: str) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
+def _hudi_rows(lake: Lake) -> list[dict[str, Any]]:
+    """The table as Hudi itself reads it, every column, no cdclake code in between."""
+    root = lake.sink.root  # type: ignore[attr-defined]
+    return [r.asDict() for r in lake.spark.read.format("hudi").load(root).collect()]
+
+
+@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def lake(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Lake:  # type: ignore[no-untyped-def]
+    return Lake(spark, tmp_path, table_type=request.param)
+
+
+@pytest.fixture
+def cow(spark, tmp_path: Path) -> Lake:  # type: ignore[no-untyped-def]
+    return Lake(spark, tmp_path)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_added_column_is_stored_after_existing_columns(lake: Lake) -> None:
+    lake.write("a.json", [c(1, 10)])
+    lake.merge()
+    lake.write("b.json", [c(2, 20, email="b@x")])
+    lake.merge()
+    stored = lake.spark.read.format("hudi").load(lake.sink.root).columns  # type: ignore[attr-defined]
+    assert stored[-2:] == ["_hoodie_is_deleted", "email"]
+    catalog = lake.spark.table(lake.table).columns
+    assert catalog[-1] == "email" and "_cdc_order" in catalog
+    assert lake.visible() == [
+        {"id": 1, "name": "n1", "email": None},
+        {"id": 2, "name": "n2", "email": "b@x"},
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.parametrize(
+    ("first", "second", "value"),
+    [
+        (_decimal(10, 2), _decimal(12, 2), decimal_b64("1.50", 2)),
+        ({"type": "int32"}, {"type": "double"}, 2.5),
+    ],
+    ids=["decimal-precision", "int-to-double"],
+)
+def test_hudi_unstorable_type_change_fails_naming_column_without_commit(
+    cow: Lake, first: dict[str, Any], second: dict[str, Any], value: Any
+) -> None:
+    start = decimal_b64("1.25", 2) if first.get("name") else 1
+    cow.write("a.json", [_typed(1, 10, start, first)])
+    version = cow.merge().version
+    cow.write("b.json", [_typed(2, 20, value, second)])
+    with pytest.raises(MergeError, match=rf"table {cow.table}: column 'v' changed type from"):
+        cow.merge()
+    assert cow.sink.load().version == version
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_merge_on_read_registers_table_and_rt_without_ro_suffix(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
+    lake.write("a.json", [c(1, 10)])
+    lake.merge()
+    database, name = lake.table.split(".")
+    tables = {t.name for t in spark.catalog.listTables(database)}
+    assert tables == {name, f"{name}_rt"}
+    assert [r["id"] for r in spark.table(lake.table).collect()] == [1]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_partitioned_table_is_registered_with_its_partitions(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path, partition=("region",))
+    lake.write("a.json", [c(1, 10, region="eu"), c(2, 11, region="us")])
+    lake.merge()
+    partitions = {r[0] for r in spark.sql(f"SHOW PARTITIONS {lake.table}").collect()}
+    assert partitions == {"region=eu", "region=us"}
+    assert {(r["id"], r["region"]) for r in spark.table(lake.table).collect()} == {
+        (1, "eu"),
+        (2, "us"),
+    }
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_partition_value_change_moves_the_row(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path, partition=("region",))
+    lake.write("a.json", [c(1, 10, region="eu")])
+    lake.merge()
+    lake.write("b.json", [envelope("u", lsn=20, after={"id": 1, "name": "m", "region": "us"})])
+    lake.merge()
+    assert [(r["id"], r["region"]) for r in _hudi_rows(lake)] == [(1, "us")]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_catalog_syncs_only_when_schema_changes(cow: Lake) -> None:
+    cow.write("a.json", [c(1, 10)])
+    cow.merge()
+    first = _table_properties(cow.spark, cow.table)["last_commit_time_sync"]
+    cow.write("b.json", [c(2, 20)])
+    cow.merge()
+    assert _table_properties(cow.spark, cow.table)["last_commit_time_sync"] == first
+    cow.write("c.json", [c(3, 30, email="e")])
+    cow.merge()
+    assert _table_properties(cow.spark, cow.table)["last_commit_time_sync"] > first
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_delete_in_later_run_removes_the_row_from_hudi(lake: Lake) -> None:
+    lake.write("a.json", [c(1, 10), c(2, 11)])
+    lake.merge()
+    lake.write("b.json", [d(1, 20)])
+    lake.merge()
+    rows = _hudi_rows(lake)
+    assert [r["id"] for r in rows] == [2]
+    assert not any(r["_hoodie_is_deleted"] for r in rows)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_truncate_in_later_run_removes_stored_rows_and_tombstones(lake: Lake) -> None:
+    lake.write("a.json", [c(1, 10), c(2, 11), c(3, 12), d(3, 13)])
+    lake.merge()
+    assert lake.sink.load().tombstones
+    lake.write("b.json", [envelope("t", lsn=30)])
+    result = lake.merge()
+    assert result.committed
+    assert lake.rows() == []
+    assert lake.sink.load().tombstones == ()
+    lake.write("c.json", [c(2, 11), c(3, 12), c(4, 40)], partition=1)  # late and new
+    lake.merge()
+    assert [r["id"] for r in lake.visible()] == [4]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_tombstones_stop_late_older_change_across_runs(cow: Lake) -> None:
+    cow.write("a.json", [c(1, 10), d(1, 20)])
+    cow.merge()
+    cow.write("b.json", [envelope("u", lsn=15, after={"id": 1, "name": "late"})], partition=1)
+    assert cow.merge().stale_skipped == 1
+    assert cow.rows() == []
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_run_of_only_skipped_and_bad_lines_commits_its_checkpoint(cow: Lake) -> None:
+    cow.options = MergeOptions(cow.table, ("id",), str(cow.changes), max_bad_fraction=1.0)
+    cow.write("a.json", [c(1, 10)])
+    cow.merge()
+    cow.write("b.json", ["null", "{broken"])
+    second = cow.merge()
+    assert (second.committed, second.version, second.quarantined) == (True, 2, 1)
+    third = cow.merge()
+    assert (third.committed, third.files_applied) == (False, 0)
+    quarantined = list(Path(cow.sink.quarantine_root).rglob("part-*.json"))
+    assert len(quarantined) == 1
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_first_runs_without_any_row_are_remembered(cow: Lake) -> None:
+    cow.write("a.json", ["null", ""])
+    assert cow.merge().committed
+    assert cow.merge().files_applied == 0
+    cow.write("b.json", [c(1, 10)])
+    result = cow.merge()
+    assert (result.version, result.files_applied) == (2, 1)
+    assert cow.visible() == [{"id": 1, "name": "n1"}]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_version_survives_archived_commits(cow: Lake) -> None:
+    for i in range(3):
+        cow.write(f"{i}.json", [c(i, 10 + i)])
+        cow.merge()
+    timeline = Path(cow.sink.root) / ".hoodie"  # type: ignore[attr-defined]
+    for old in sorted(timeline.glob("*.commit"))[:2]:  # what archival does to old instants
+        old.rename(timeline / "archived" / old.name)
+    assert cow.sink.load().version == 3
+    cow.write("3.json", [c(3, 13)])
+    assert cow.merge().version == 4
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_commit_names_checkpoint_file_instead_of_carrying_it(cow: Lake) -> None:
+    cow.write("orders-file-with-a-name.json", [c(1, 10)])
+    cow.merge()
+    commit = sorted((Path(cow.sink.root) / ".hoodie").glob("*.commit"))[-1].read_text()  # type: ignore[attr-defined]
+    assert json.loads(commit)["extraMetadata"][CHECKPOINT_KEY] == "checkpoints/v00000001.json"
+    assert "orders-file-with-a-name" not in commit
+    assert "orders-file-with-a-name.json" in "".join(cow.sink.load().applied_files)
+
+
+class RecordingSink:
+    """The real sink, remembering the rows each run hands it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.handed = inner, []
+        self.quarantine_root = inner.quarantine_root
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def stage(self, spark: Any, previous: TableState, changes: Changes) -> Staged:
+        if changes.rows is not None:
+            self.handed.extend(r.asDict() for r in changes.rows.collect())
+        return self.inner.stage(spark, previous, changes)  # type: ignore[no-any-return]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_fold_never_hands_hudi_a_stale_delete_or_upsert(cow: Lake) -> None:
+    recording = RecordingSink(cow.sink)
+    cow.sink = recording  # type: ignore[assignment]
+    cow.write("a.json", [c(1, 50), c(2, 50), d(2, 60)])
+    cow.merge()
+    recording.handed.clear()
+    late = [d(1, 40), envelope("u", lsn=45, after={"id": 2, "name": "stale"}), c(3, 70)]
+    cow.write("b.json", late, partition=1)
+    cow.merge()
+    assert [(r["id"], r["_cdc_deleted"]) for r in recording.handed] == [(3, False)]
+    cow.write("c.json", [envelope("u", lsn=80, after={"id": 1, "name": "new"})])
+    cow.merge()
+    assert sorted((r["id"], r["name"]) for r in _hudi_rows(cow)) == [(1, "new"), (3, "n3")]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.parametrize(("bad", "commits"), [(1, True), (2, False)])
+def test_hudi_bad_fraction_at_the_limit_commits_and_above_fails(
+    cow: Lake, bad: int, commits: bool
+) -> None:
+    cow.options = MergeOptions(cow.table, ("id",), str(cow.changes), max_bad_fraction=0.01)
+    good = [c(i, 10 + i) for i in range(100 - bad)]
+    cow.write("a.json", [*good, *(["{bad"] * bad)])
+    if commits:
+        assert cow.merge().quarantined == 1
+    else:
+        with pytest.raises(TooManyBadRecords, match="2 of 100 lines"):
+            cow.merge()
+        assert cow.sink.load().version == 0

@@ -1,61 +1,23 @@
-"""Whole runs against the snapshot table: checkpoints, reruns, truncates, schemas, bad lines."""
+"""Whole runs on real Hudi tables (COPY_ON_WRITE and MERGE_ON_READ): checkpoints, reruns,
+truncates, TOAST, schema changes, quarantine."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdclake_merge.export import rows_as_json
-from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, run_merge
-from cdclake_merge.snapshot_table import SnapshotTable
-from cdclake_merge.storage import LocalFileSystem
-from tests.merge.events import envelope, line, with_schema
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords
+from tests.merge.support import Lake, envelope, with_schema
 
-pytestmark = pytest.mark.spark
-_tables = itertools.count()
+pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
 
-class Lake:
-    """A changes folder and a table, written to and merged like the CLI does."""
-
-    def __init__(self, spark: Any, root: Path, **options: Any) -> None:
-        self.spark, self.root = spark, root
-        self.changes = root / "changes"
-        self.table = f"t{next(_tables)}.orders"
-        self.fs = LocalFileSystem()
-        self.sink = SnapshotTable(self.fs, str(root / "warehouse"), self.table)
-        self.options = MergeOptions(
-            table=self.table, key=("id",), changes=str(self.changes), **options
-        )
-
-    def write(self, name: str, events: list[Any], partition: int = 0) -> Path:
-        folder = self.changes / "topics" / "app.public.orders" / f"partition={partition}"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / name
-        path.write_text("".join((e if isinstance(e, str) else line(e)) + "\n" for e in events))
-        return path
-
-    def merge(self):  # type: ignore[no-untyped-def]
-        return run_merge(lambda: self.spark, self.fs, self.sink, self.options)
-
-    def rows(self) -> list[dict[str, Any]]:
-        state = self.sink.load()
-        live = self.sink.read_live(self.spark, state)
-        if live is None:
-            return []
-        return [json.loads(r) for r in rows_as_json(live, ("id",))]
-
-    def visible(self) -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.rows()]
-
-
-@pytest.fixture
-def lake(spark, tmp_path: Path) -> Lake:  # type: ignore[no-untyped-def]
-    return Lake(spark, tmp_path)
+@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def lake(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Lake:  # type: ignore[no-untyped-def]
+    return Lake(spark, tmp_path, table_type=request.param)
 
 
 def c(id_: int, name: str, lsn: int, **extra: Any) -> dict[str, Any]:
@@ -201,10 +163,10 @@ def test_run_merge_bad_lines_are_quarantined_and_good_lines_applied(lake: Lake) 
     lake.write("a.json", [c(1, "a", 10), "{not json", envelope("x", lsn=11, after={"id": 2})])
     result = lake.merge()
     assert (result.upserts, result.quarantined) == (1, 2)
-    manifest = lake.sink.load().manifest
+    checkpoint = lake.sink.load().checkpoint
     records = [
         json.loads(text)
-        for path in Path(manifest["quarantine"]).glob("*.json")
+        for path in Path(checkpoint["quarantine"]).glob("*.json")
         for text in path.read_text().splitlines()
     ]
     assert sorted((r["line"], r["reason"].split(":")[0]) for r in records) == [

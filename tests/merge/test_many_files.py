@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cdclake_merge.generator import GeneratorOptions, generate_files
-from tests.merge.test_cli import export_rows, merge_args, run
+from tests.merge.support import expected_rows, export_rows, merge_args, run_cli
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.hudi, pytest.mark.slow]
 SMALL_DRIVER = {"CDCLAKE_DRIVER_MEMORY": "512m"}
 
 
@@ -35,7 +35,7 @@ def test_cli_merge_ten_thousand_small_files_with_small_driver_equals_expected(
 ) -> None:
     source, meta = many_files
     warehouse = tmp_path / "warehouse"
-    merged = run(*merge_args(source / "topics", warehouse), env=SMALL_DRIVER)
+    merged = run_cli(*merge_args(source / "topics", warehouse), env=SMALL_DRIVER)
     assert merged.returncode == 0, merged.stderr
     counts = json.loads(merged.stdout)
     lines = [
@@ -47,9 +47,8 @@ def test_cli_merge_ten_thousand_small_files_with_small_driver_equals_expected(
     assert counts["lines"] == len(lines)
     assert counts["skipped"] == lines.count("null")  # the tombstone after each delete
     assert counts["quarantined"] == 0
-    expected = [json.loads(r) for r in (source / "expected.jsonl").read_text().splitlines()]
-    assert export_rows(warehouse, tmp_path / "export.jsonl") == expected
+    assert export_rows(warehouse, tmp_path / "export.jsonl") == expected_rows(source)
 
-    rerun = run(*merge_args(source / "topics", warehouse), env=SMALL_DRIVER)
+    rerun = run_cli(*merge_args(source / "topics", warehouse), env=SMALL_DRIVER)
     assert rerun.returncode == 0, rerun.stderr
     assert json.loads(rerun.stdout)["committed"] is False

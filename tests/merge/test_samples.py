@@ -14,7 +14,7 @@ import pytest
 from cdclake_merge.debezium import Outcome, TableSpec, parse_line, parse_value
 from cdclake_merge.export import rows_as_json
 from cdclake_merge.job import MergeOptions, run_merge
-from cdclake_merge.snapshot_table import SnapshotTable
+from cdclake_merge.sink import open_sink
 from cdclake_merge.storage import LocalFileSystem
 
 EPOCH = dt.datetime(1970, 1, 1)
@@ -179,9 +179,18 @@ def _merge_sample(
     changes.mkdir(parents=True)
     shutil.copy(source, changes / "t+0+0000000000.json")
     fs = LocalFileSystem()
-    sink = SnapshotTable(fs, str(tmp_path / "warehouse"), "samples.products")
+    sink = open_sink(
+        warehouse=str(tmp_path / "warehouse"),
+        table=f"samples{tmp_path.name[-3:]}.products",
+        key=key,
+        fs=fs,
+        spark_factory=lambda: spark,
+    )
     run_merge(
-        lambda: spark, fs, sink, MergeOptions("samples.products", key, str(tmp_path / "changes"))
+        lambda: spark,
+        fs,
+        sink,
+        MergeOptions(sink.table, key, str(tmp_path / "changes")),  # type: ignore[attr-defined]
     )
     live = sink.read_live(spark, sink.load())
     assert live is not None

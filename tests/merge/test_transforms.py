@@ -9,7 +9,6 @@ from chispa import assert_df_equality
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.transforms import (
-    apply_changes,
     changed_rows,
     decode_events,
     drop_truncated,
@@ -21,7 +20,7 @@ from cdclake_merge.transforms import (
     run_summary,
     truncated_rows,
 )
-from tests.merge.events import envelope, line
+from tests.merge.support import envelope, line
 
 pytestmark = pytest.mark.spark
 
@@ -118,22 +117,15 @@ def test_changed_rows_delete_becomes_tombstone_with_key_only(spark) -> None:  # 
     )
 
 
-def test_apply_changes_upserts_and_keeps_untouched_rows(spark) -> None:  # type: ignore[no-untyped-def]
-    state = [st(1, "keep", None, 5), st(2, "old", None, 6)]
-    latest, state_df = fold(
-        spark, [ev(2, "new", None, 10), ev(3, "added", None, 11, op="c")], state
-    )
-    result = apply_changes(state_df, changed_rows(latest, KEY, COLUMNS), KEY)
-    assert names(result) == [(1, "keep"), (2, "new"), (3, "added")]
-
-
-def test_apply_changes_primary_key_change_moves_the_row(spark) -> None:  # type: ignore[no-untyped-def]
+def test_changed_rows_primary_key_change_deletes_old_key_and_writes_new(spark) -> None:  # type: ignore[no-untyped-def]
     state = [st(1, "row", None, 5)]
     moved = [ev(1, None, None, 10, op="d"), ev(2, "row", None, 10, op="c")]
-    latest, state_df = fold(spark, moved, state)
-    result = apply_changes(state_df, changed_rows(latest, KEY, COLUMNS), KEY)
-    live = [(r["id"], r["name"]) for r in result.collect() if not r["_cdc_deleted"]]
-    assert live == [(2, "row")]
+    latest, _ = fold(spark, moved, state)
+    changed = changed_rows(latest, KEY, COLUMNS)
+    assert sorted((r["id"], r["name"], r["_cdc_deleted"]) for r in changed.collect()) == [
+        (1, None, True),
+        (2, "row", False),
+    ]
 
 
 def test_fill_toast_takes_earlier_value_from_same_run(spark) -> None:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from cdclake_merge.export import rows_as_json
 from cdclake_merge.generator import GeneratorOptions, generate_files
 from cdclake_merge.job import MergeOptions, RunResult, run_merge
 from cdclake_merge.session import local_session
-from cdclake_merge.snapshot_table import SnapshotTable
+from cdclake_merge.sink import open_sink
 from cdclake_merge.storage import LocalFileSystem
 
 TABLE = "demo.public_orders"
@@ -47,7 +47,9 @@ def run_demo(base: Path, *, events: int, batches: int, seed: int, console: Conso
     )
     spark = local_session(warehouse, app_name="cdclake-demo")
     fs = LocalFileSystem()
-    sink = SnapshotTable(fs, str(warehouse), TABLE)
+    sink = open_sink(
+        warehouse=str(warehouse), table=TABLE, key=meta["key"], fs=fs, spark_factory=lambda: spark
+    )
     options = MergeOptions(table=TABLE, key=tuple(meta["key"]), changes=str(changes))
     summary = Table(title="cdclake demo: merge runs")
     for column in ("run", "files", "events", "upserts", "deletes", "stale", "skipped", "bad", "s"):

@@ -1,42 +1,61 @@
-"""Apache Hudi 0.15 sink (Glue 5.0): the production write path.
+"""The lake table: Apache Hudi 0.15 (Glue 5.0), written by the merge as one upsert commit a run.
 
-The merge decides what changes (the same transforms as the local snapshot table);
-Hudi stores it. Every writer option comes from :func:`hudi_options`, which is
-unit-tested; the write itself runs where the Hudi Spark bundle is on the
-classpath (Glue with ``--datalake-formats hudi``, or ``CDCLAKE_HUDI_JAR``).
+The merge decides what changes (:mod:`cdclake_merge.transforms`); Hudi stores it.
+Every writer option comes from :func:`hudi_options`.
+
+Layout under ``<warehouse>/<database>.db/`` (Hive layout)::
+
+    <table>/                          the Hudi table: only Hudi's files (its metadata
+                                      table lists this folder and takes every file in it
+                                      for one of its own)
+    <table>/.hoodie/                  Hudi's timeline; each of our commits carries
+                                      ``_cdclake.checkpoint`` = a checkpoint file below
+    _cdclake/<table>/checkpoints/v00000007.json   the run's checkpoint: schema and column
+                                      layout, truncation horizon, applied input, tombstones
+    _cdclake/<table>/tombstones/v00000007/        key + order of deleted keys (Parquet)
 
 * Ordering: ``_cdc_order`` is the precombine and payload ordering field with
-  ``DefaultHoodieRecordPayload``, so even a record Hudi receives out of order
-  never overwrites a newer stored row.
-* Deletes ride in the same commit as upserts (``_hoodie_is_deleted``). Deleted
-  keys are also kept in a companion table ``<table>_cdc_tombstones`` (key + order)
-  so a late, older change cannot resurrect a deleted row in a later run.
-* The input checkpoint and the truncation horizon are written into the main
-  table's commit metadata (``hoodie.datasource.write.commitmeta.key.prefix``):
-  the commit that changes the data is the commit that records what was applied.
+  ``DefaultHoodieRecordPayload``, so a record Hudi receives out of order never
+  overwrites a newer stored row. The fold also never hands Hudi an event that is
+  not newer than the stored row or tombstone of its key, so Hudi's record index
+  never sees a stale delete.
+* Deletes ride in the same commit as upserts (``_hoodie_is_deleted``). A deleted
+  key's order is kept as a tombstone so that a late, older change cannot bring
+  the row back in a later run; a truncate clears every tombstone it covers.
+* The checkpoint is written aside before the Hudi commit and named in that
+  commit's metadata: the commit that changes the data is the commit that makes
+  the checkpoint current. A checkpoint no commit names is ignored and rewritten.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
+import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.schema import Column
-from cdclake_merge.snapshot_table import TableState
-from cdclake_merge.storage import HadoopFileSystem, join
-from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, ORDER
+from cdclake_merge.sink import Changes, Staged, TableState
+from cdclake_merge.storage import FileSystem, join
+from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, METADATA_DDL, ORDER
 
-CHECKPOINT_PREFIX = "_cdclake."
-CHECKPOINT_KEY = CHECKPOINT_PREFIX + "checkpoint"
-TOMBSTONE_SUFFIX = "_cdc_tombstones"
+FORMAT = "cdclake-hudi/1"
+COMMIT_METADATA_PREFIX = "_cdclake."
+CHECKPOINT_KEY = COMMIT_METADATA_PREFIX + "checkpoint"
 PAYLOAD_CLASS = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-_COMPLETED = (".commit", ".deltacommit", ".replacecommit")
+IS_DELETED = "_hoodie_is_deleted"
+SIDECAR = "_cdclake"  # beside the tables of a database, never inside one
+# Compaction (MERGE_ON_READ) and clean instants carry no checkpoint: look this far back.
+_CHECKPOINT_SEARCH = 50
+_COMPLETED = (".commit", ".deltacommit")
+MAX_TOMBSTONE_SETS = 16  # more sets than this are rewritten as one
+
+
+class CatalogSyncError(RuntimeError):
+    """The data commit succeeded but registering it in the catalog failed."""
 
 
 def key_generator(record_key: Sequence[str], partition_fields: Sequence[str]) -> str:
@@ -55,9 +74,13 @@ def hudi_options(
     partition_fields: Sequence[str] = (),
     table_type: str = "COPY_ON_WRITE",
     sync_catalog: bool = True,
-    checkpoint: str | None = None,
+    commit_metadata: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Writer options for one CDC upsert commit (Hudi 0.15 option names)."""
+    """Writer options for one CDC upsert commit (Hudi 0.15 option names).
+
+    ``commit_metadata`` keys must start with :data:`COMMIT_METADATA_PREFIX`; keep the
+    values small: every option travels into each task's write config.
+    """
     if table_type not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
         raise ValueError(f"table_type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
     if not record_key:
@@ -75,13 +98,11 @@ def hudi_options(
         "hoodie.datasource.write.precombine.field": ORDER,
         "hoodie.datasource.write.payload.class": PAYLOAD_CLASS,
         "hoodie.payload.ordering.field": ORDER,
-        # A global record index: upserts scale with random keys, and a row whose partition
-        # value changes moves instead of being duplicated.
+        # The record index: upserts scale with random keys.
         "hoodie.index.type": "RECORD_INDEX",
         "hoodie.metadata.enable": "true",
         "hoodie.metadata.record.index.enable": "true",
-        "hoodie.record.index.update.partition.path": "true",
-        # Added columns and widened types arrive with the incoming schema.
+        # The fold hands Hudi whole rows in the table's column layout.
         "hoodie.datasource.write.reconcile.schema": "false",
         "hoodie.schema.on.read.enable": "false",
         # Single writer per table (the Glue job runs with max concurrency 1).
@@ -90,9 +111,14 @@ def hudi_options(
         "hoodie.cleaner.commits.retained": "24",
         "hoodie.keep.min.commits": "30",
         "hoodie.keep.max.commits": "40",
+        # A run that applied files but changed no row still records its checkpoint.
         "hoodie.allow.empty.commit": "true",
-        "hoodie.datasource.write.commitmeta.key.prefix": CHECKPOINT_PREFIX,
+        "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_METADATA_PREFIX,
     }
+    if partition_fields:
+        # A row whose partition value changes moves instead of being duplicated. Only for
+        # partitioned tables: it forces the global-index merge path.
+        options["hoodie.record.index.update.partition.path"] = "true"
     if table_type == "MERGE_ON_READ":
         options["hoodie.compact.inline"] = "true"
         options["hoodie.compact.inline.max.delta.commits"] = "5"
@@ -111,151 +137,243 @@ def hudi_options(
                 "hoodie.datasource.hive_sync.partition_fields": ",".join(partition_fields),
                 "hoodie.datasource.hive_sync.partition_extractor_class": extractor,
                 "hoodie.datasource.hive_sync.support_timestamp": "true",
+                # MERGE_ON_READ registers <table> (read optimized) and <table>_rt (snapshot)
+                # instead of Hudi 0.x's default <table>_ro and <table>_rt.
+                "hoodie.datasource.hive_sync.skip_ro_suffix": "true",
                 # Each sync is a new Glue table version; only sync when schema/partitions change.
                 "hoodie.datasource.meta_sync.condition.sync": "true",
             }
         )
-    if checkpoint is not None:
-        options[CHECKPOINT_KEY] = checkpoint
+    for name, value in (commit_metadata or {}).items():
+        if not name.startswith(COMMIT_METADATA_PREFIX):
+            raise ValueError(
+                f"commit metadata key {name!r} must start with {COMMIT_METADATA_PREFIX}"
+            )
+        options[name] = value
     return options
 
 
-def encode_checkpoint(
-    applied_files: frozenset[str],
-    truncated_before: str | None,
-    columns: Sequence[Column],
-    key: Sequence[str],
-) -> str:
-    files = base64.b64encode(gzip.compress("\n".join(sorted(applied_files)).encode())).decode()
-    return json.dumps(
-        {
-            "applied_files_gz": files,
-            "truncated_before": truncated_before,
-            "columns": [list(c) for c in columns],
-            "key": list(key),
-        }
-    )
+def stored_layout(previous: Sequence[str], columns: Sequence[Column]) -> list[str]:
+    """The table's column order: what is stored keeps its place, new columns go at the end.
+
+    Hudi (and the catalog sync) refuse to move an existing column, so a column added
+    at the source lands after the metadata columns of the first commit.
+    """
+    if not previous:
+        return [*(name for name, _ in columns), *METADATA_COLUMNS, IS_DELETED]
+    known = set(previous)
+    return [*previous, *(name for name, _ in columns if name not in known)]
 
 
-def decode_checkpoint(text: str) -> dict[str, Any]:
-    data = json.loads(text)
-    raw = gzip.decompress(base64.b64decode(data["applied_files_gz"])).decode()
-    data["applied_files"] = frozenset(filter(None, raw.split("\n")))
-    return data
-
-
-def latest_checkpoint(timeline_files: dict[str, str]) -> dict[str, Any] | None:
-    """From ``{instant file name: its JSON}``, the newest completed commit's checkpoint."""
-    for name in sorted(timeline_files, reverse=True):
+def newest_checkpoint_name(timeline: Mapping[str, str]) -> str | None:
+    """From ``{instant file name: its JSON}``, the checkpoint the newest commit names."""
+    for name in sorted(timeline, reverse=True):
         if not name.endswith(_COMPLETED):
             continue
-        extra = json.loads(timeline_files[name] or "{}").get("extraMetadata") or {}
+        extra = json.loads(timeline[name] or "{}").get("extraMetadata") or {}
         if CHECKPOINT_KEY in extra:
-            return decode_checkpoint(extra[CHECKPOINT_KEY])
+            return str(extra[CHECKPOINT_KEY])
     return None
 
 
 class HudiTable:
-    """The merge's sink on Glue: a Hudi table plus its tombstone companion."""
+    """A Hudi table plus the merge's checkpoints and tombstones beside its timeline."""
 
     def __init__(
         self,
-        spark: SparkSession,
+        *,
         warehouse: str,
         table: str,
         key: Sequence[str],
-        *,
+        fs: FileSystem,
+        spark_factory: Callable[[], SparkSession],
         partition_fields: Sequence[str] = (),
         table_type: str = "COPY_ON_WRITE",
         quarantine_root: str | None = None,
         sync_catalog: bool = True,
     ) -> None:
         self.database, _, self.name = table.partition(".")
-        if not self.database or not self.name:
+        if not self.database or not self.name or "." in self.name:
             raise ValueError(f"table must be DATABASE.TABLE, got {table!r}")
-        self.spark, self.key, self.table = spark, tuple(key), table
+        self.table, self.key = table, tuple(key)
         self.partition_fields, self.table_type = tuple(partition_fields), table_type
-        self.fs = HadoopFileSystem(spark)
-        base = warehouse if "://" in warehouse else "file://" + warehouse
-        self.root = join(base, f"{self.database}.db", self.name)
-        self.tombstones = self.root + TOMBSTONE_SUFFIX
-        self.quarantine_root = quarantine_root or join(base, "_quarantine", table)
+        self.fs, self._spark_factory = fs, spark_factory
+        self.root = join(warehouse, f"{self.database}.db", self.name)
+        self.timeline = join(self.root, ".hoodie")
+        self.sidecar = join(warehouse, f"{self.database}.db", SIDECAR, self.name)
+        self.quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
         self.sync_catalog = sync_catalog
 
+    def _uri(self, path: str) -> str:
+        """Spark and Hudi want a scheme; local paths get ``file://``."""
+        return path if "://" in path else "file://" + path
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def newest_checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint the newest commit names, with ``exists`` (no Spark needed)."""
+        names = [n for n in self.fs.list_dir(self.timeline) if n.endswith(_COMPLETED)]
+        newest = sorted(names, reverse=True)[:_CHECKPOINT_SEARCH]
+        timeline = {n: self.fs.read_text(join(self.timeline, n)) for n in newest}
+        name = newest_checkpoint_name(timeline)
+        if name is not None:
+            return {**json.loads(self.fs.read_text(join(self.sidecar, name))), "exists": True}
+        if names:
+            raise ValueError(f"{self.root} is a Hudi table the merge did not write (no checkpoint)")
+        standalone = join(self.sidecar, "checkpoints", "standalone.json")
+        if self.fs.exists(standalone):  # runs before the first row: nothing but applied input
+            return {**json.loads(self.fs.read_text(standalone)), "exists": False}
+        return None
+
     def load(self) -> TableState:
-        timeline = join(self.root, ".hoodie")
-        names = [n for n in self.fs.list_dir(timeline) if n.endswith(_COMPLETED)]
-        newest = sorted(names, reverse=True)[:50]
-        files = {n: self.fs.read_text(join(timeline, n)) for n in newest}
-        checkpoint = latest_checkpoint(files)
+        """The state the newest commit names; ValueError if the table was made otherwise."""
+        checkpoint = self.newest_checkpoint()
         if checkpoint is None:
             return TableState()
+        self._check_matches(checkpoint)
+        return self._state(checkpoint, exists=checkpoint.pop("exists"))
+
+    def _check_matches(self, checkpoint: Mapping[str, Any]) -> None:
+        stored = (checkpoint.get("table_type"), tuple(checkpoint.get("partition_fields", ())))
+        if stored != (self.table_type, self.partition_fields):
+            raise ValueError(
+                f"table {self.table} is {stored[0]} partitioned by {list(stored[1]) or 'nothing'}; "
+                f"got {self.table_type} partitioned by {list(self.partition_fields) or 'nothing'}"
+            )
+        if tuple(checkpoint.get("key", ())) != self.key:
+            raise ValueError(
+                f"table {self.table} has record key {checkpoint.get('key')}; got {list(self.key)}"
+            )
+
+    @staticmethod
+    def _state(checkpoint: Mapping[str, Any], *, exists: bool) -> TableState:
         return TableState(
-            version=len(names),
+            version=int(checkpoint["version"]),
             columns=tuple((n, t) for n, t in checkpoint["columns"]),
+            layout=tuple(checkpoint["layout"]),
             truncated_before=checkpoint["truncated_before"],
-            applied_files=checkpoint["applied_files"],
-            state_path=self.root,
-            manifest=checkpoint,
+            applied_files=frozenset(checkpoint["applied_files"]),
+            tombstones=tuple(checkpoint["tombstones"]),
+            exists=exists,
+            checkpoint=dict(checkpoint),
+        )
+
+    def read_live(self, spark: SparkSession, state: TableState) -> DataFrame | None:
+        """The table's rows: source columns then metadata columns, Hudi's own columns left out."""
+        if not state.exists:
+            return None
+        names = [n for n, _ in state.columns]
+        return (
+            spark.read.format("hudi").load(self._uri(self.root)).select(*names, *METADATA_COLUMNS)
         )
 
     def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None:
-        if state.state_path is None:
+        """Live rows and, for deleted keys, tombstones (``_cdc_deleted``), one row per key."""
+        live = self.read_live(spark, state)
+        if live is None:
             return None
-        names = [n for n, _ in state.columns]
-        live = (
-            spark.read.format("hudi")
-            .load(self.root)
-            .select(*names, *METADATA_COLUMNS, F.lit(False).alias(DELETED))
-        )
-        if not self.fs.exists(join(self.tombstones, ".hoodie")):
+        live = live.withColumn(DELETED, F.lit(False))
+        tombstones = self._read_tombstones(spark, state.tombstones)
+        if tombstones is None:
             return live
-        tombstones = spark.read.format("hudi").load(self.tombstones)
-        return live.unionByName(
-            tombstones.select(*self.key, ORDER, F.lit(True).alias(DELETED)),
-            allowMissingColumns=True,
+        # A key deleted and inserted again has both; the newer one speaks for it.
+        held = live.select(*self.key, F.col(ORDER).alias("_live"))
+        newer = (
+            tombstones.join(held, list(self.key), "left")
+            .where(F.col("_live").isNull() | (F.col(ORDER) > F.col("_live")))
+            .drop("_live")
         )
+        return live.unionByName(newer.withColumn(DELETED, F.lit(True)), allowMissingColumns=True)
 
-    def clean_uncommitted(self, state: TableState) -> None:
-        """Hudi rolls back a failed (inflight) write itself on the next write."""
+    def _read_tombstones(self, spark: SparkSession, sets: Sequence[str]) -> DataFrame | None:
+        if not sets:
+            return None
+        frame = spark.read.parquet(*(self._uri(join(self.sidecar, s)) for s in sets))
+        newest = F.max(F.col(ORDER)).alias(ORDER)
+        return frame.groupBy(*self.key).agg(newest)
 
-    def commit(
-        self,
-        spark: SparkSession,
-        *,
-        previous: TableState,
-        new_state: DataFrame | None,
-        columns: Sequence[Column],
-        key: Sequence[str],
-        truncated_before: str | None,
-        applied_files: frozenset[str],
-        quarantine: DataFrame | None,
-        run: dict[str, Any],
-        hook: Callable[[str], None] = lambda stage: None,
-        changes: DataFrame | None = None,
-    ) -> TableState:
-        if quarantine is not None:
-            quarantine.coalesce(1).write.mode("append").json(self.quarantine_root)
-        checkpoint = encode_checkpoint(applied_files, truncated_before, columns, key)
-        names = [n for n, _ in columns]
-        if changes is None:
-            changes = spark.createDataFrame([], new_state.schema) if new_state else None
-        if changes is None:
-            return previous
-        # Tombstones first: a kill between the two writes only repeats idempotent work.
-        tomb_options = hudi_options(
-            database=self.database,
-            table=self.name + TOMBSTONE_SUFFIX,
-            record_key=self.key,
-            sync_catalog=False,
+    # --- writing -------------------------------------------------------------------------------
+
+    def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged:
+        """Write the quarantine, the tombstones and the checkpoint of version n+1 aside."""
+        version = previous.version + 1
+        tag = f"v{version:08d}"
+        quarantine = None
+        if changes.quarantine is not None:
+            quarantine = join(self.quarantine_root, tag)
+            changes.quarantine.coalesce(1).write.mode("overwrite").json(self._uri(quarantine))
+        tombstones = self._stage_tombstones(spark, previous, changes, tag)
+        layout = stored_layout(previous.layout, changes.columns) if changes.columns else []
+        checkpoint = {
+            "format": FORMAT,
+            "table": self.table,
+            "version": version,
+            "key": list(changes.key),
+            "table_type": self.table_type,
+            "partition_fields": list(self.partition_fields),
+            "columns": [list(c) for c in changes.columns],
+            "layout": layout,
+            "truncated_before": changes.truncated_before,
+            "applied_files": sorted(changes.applied_files),
+            "tombstones": tombstones,
+            "quarantine": quarantine,
+            "staged_at": dt.datetime.now(dt.UTC).isoformat(),
+            "run": changes.run,
+        }
+        path = join("checkpoints", f"{tag}.json")
+        self.fs.write_text(join(self.sidecar, path), json.dumps(checkpoint))
+        return Staged(version=version, checkpoint_path=path, changes=changes)
+
+    def _stage_tombstones(
+        self, spark: SparkSession, previous: TableState, changes: Changes, tag: str
+    ) -> list[str]:
+        sets = list(previous.tombstones)
+        rows = changes.rows
+        deleted = None
+        if rows is not None and changes.run.get("deletes"):
+            deleted = rows.where(F.col(DELETED)).select(*self.key, ORDER)
+        if not changes.truncated and (deleted is None or len(sets) < MAX_TOMBSTONE_SETS):
+            if deleted is None:
+                return sets
+            deleted.coalesce(1).write.mode("overwrite").parquet(
+                self._uri(join(self.sidecar, "tombstones", tag))
+            )
+            return [*sets, f"tombstones/{tag}"]
+        # Rewrite as one set: after a truncate only tombstones newer than it matter.
+        kept = self._read_tombstones(spark, sets)
+        if deleted is not None:
+            kept = deleted if kept is None else kept.unionByName(deleted)
+        if kept is None:
+            return []
+        if changes.truncated_before is not None:
+            kept = kept.where(F.col(ORDER) > F.lit(changes.truncated_before))
+        kept = kept.groupBy(*self.key).agg(F.max(ORDER).alias(ORDER))
+        if kept.isEmpty():  # a truncate covered them all: no set at all
+            return []
+        target = join(self.sidecar, "tombstones", tag)
+        kept.coalesce(1).write.mode("overwrite").parquet(self._uri(target))
+        return [f"tombstones/{tag}"]
+
+    def commit(self, spark: SparkSession, staged: Staged) -> TableState:
+        """Make the staged version current: one Hudi commit that names its checkpoint."""
+        checkpoint_text = self.fs.read_text(join(self.sidecar, staged.checkpoint_path))
+        checkpoint = json.loads(checkpoint_text)
+        changes = staged.changes
+        if not changes.columns:  # nothing has ever had a row: there is no table to commit to
+            self.fs.write_text(
+                join(self.sidecar, "checkpoints", "standalone.json"), checkpoint_text
+            )
+            return self._state(checkpoint, exists=False)
+        rows = changes.rows
+        if rows is None:
+            rows = spark.createDataFrame([], _state_ddl(changes.columns))
+        layout = checkpoint["layout"]
+        frame = rows.select(
+            *[
+                F.col(DELETED).alias(IS_DELETED) if name == IS_DELETED else F.col(f"`{name}`")
+                for name in layout
+            ]
         )
-        tombstone_rows = changes.select(
-            *self.key, ORDER, (~F.col(DELETED)).alias("_hoodie_is_deleted")
-        )
-        tombstone_rows.write.format("hudi").options(**tomb_options).mode("append").save(
-            self.tombstones
-        )
-        hook("write")
         options = hudi_options(
             database=self.database,
             table=self.name,
@@ -263,10 +381,33 @@ class HudiTable:
             partition_fields=self.partition_fields,
             table_type=self.table_type,
             sync_catalog=self.sync_catalog,
-            checkpoint=checkpoint,
+            commit_metadata={CHECKPOINT_KEY: staged.checkpoint_path},
         )
-        rows = changes.select(*names, *METADATA_COLUMNS, F.col(DELETED).alias("_hoodie_is_deleted"))
-        hook("commit")
-        rows.write.format("hudi").options(**options).mode("append").save(self.root)
-        hook("committed")
-        return self.load()
+        try:
+            frame.write.format("hudi").options(**options).mode("append").save(self._uri(self.root))
+        except Exception as exc:  # py4j wraps the JVM's exception; name only its cause
+            raise _one_line(exc, self.table, staged.version) from None
+        return self._state(checkpoint, exists=True)
+
+
+def _state_ddl(columns: Sequence[Column]) -> str:
+    ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
+    return f"{ddl}, {METADATA_DDL}, `{DELETED}` boolean"
+
+
+def _one_line(exc: Exception, table: str, version: int) -> Exception:
+    """A Hudi failure as one line naming the table, the version and the root cause."""
+    causes: list[str] = []
+    java = getattr(exc, "java_exception", None)
+    while java is not None:
+        causes.append(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
+        java = java.getCause()
+    if not causes:
+        return exc
+    root = " ".join(causes[-1].split())
+    if any(c.startswith("HoodieMetaSyncException") for c in causes):
+        return CatalogSyncError(
+            f"table {table}: version {version} is committed, but registering it in the catalog "
+            f"failed: {root}"
+        )
+    return RuntimeError(f"table {table}: the Hudi write of version {version} failed: {root}")

@@ -1,7 +1,8 @@
 """One merge run: new change files in, one atomic commit out (or nothing at all).
 
 Shared by the ``cdclake merge`` CLI and the Glue entry script; they differ only
-in how the SparkSession, the filesystem and the sink are made.
+in how the SparkSession and the filesystem are made. :func:`run_merge` reads as
+its stages: read and count, bad-fraction gate, schema, fold, commit.
 """
 
 from __future__ import annotations
@@ -11,21 +12,20 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.schema import Column, SchemaChangeError, unify
-from cdclake_merge.snapshot_table import TableState
+from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, is_input, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
     TOAST,
     align,
-    apply_changes,
     changed_rows,
     decode_events,
     drop_truncated,
@@ -40,7 +40,7 @@ from cdclake_merge.transforms import (
 
 DEFAULT_MAX_BAD_FRACTION = 0.01
 ABORT_ENV = "CDCLAKE_ABORT_AT"  # test hook: SIGKILL this process at a named stage
-STAGES = ("read", "fold", "write", "commit", "committed")
+STAGES = ("read", "fold", "write")  # where abort_at can stop a run
 
 
 class MergeError(RuntimeError):
@@ -49,30 +49,6 @@ class MergeError(RuntimeError):
 
 class TooManyBadRecords(MergeError):
     pass
-
-
-class Sink(Protocol):
-    def load(self) -> TableState: ...
-    def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
-    def clean_uncommitted(self, state: TableState) -> None: ...
-    def commit(
-        self,
-        spark: SparkSession,
-        *,
-        previous: TableState,
-        new_state: DataFrame | None,
-        columns: Sequence[Column],
-        key: Sequence[str],
-        truncated_before: str | None,
-        applied_files: frozenset[str],
-        quarantine: DataFrame | None,
-        run: dict[str, Any],
-        hook: Callable[[str], None] = ...,
-        changes: DataFrame | None = None,
-    ) -> TableState: ...
-
-    @property
-    def quarantine_root(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -112,8 +88,11 @@ class RunResult:
         return asdict(self)
 
 
-def abort_hook(stage: str) -> None:
-    """Where a test asks for it, die here as a killed Glue worker would: no cleanup at all."""
+def abort_at(stage: str) -> None:
+    """Die here, between two stages, as a killed Glue worker would: no cleanup at all.
+
+    Only where ``CDCLAKE_ABORT_AT`` names the stage (the kill tests set it).
+    """
     if os.environ.get(ABORT_ENV) == stage:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -177,108 +156,153 @@ def run_merge(
     *,
     progress: Callable[[str], None] = lambda stage: None,
 ) -> RunResult:
+    """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
     new_files = pending_files(fs, options.changes, previous.applied_files)
     result = RunResult(table=options.table, version=previous.version)
     if not new_files:
         return result
     spark = spark_factory()
-    sink.clean_uncommitted(previous)
     result.files_applied = len(new_files)
 
     progress("read")
     parsed = parse_files(read_files(spark, new_files), options.spec).persist()
     cached = [parsed]  # released however the run ends: long-lived sessions must not pile them up
     try:
-        summary = run_summary(parsed).collect()
-        _count(result, summary)
-        abort_hook("read")
-        total = result.events_read + result.quarantined
-        if total and result.quarantined / total > options.max_bad_fraction:
-            failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
-            _quarantine(parsed).coalesce(1).write.mode("overwrite").json(failed_at)
-            raise TooManyBadRecords(
-                f"{result.quarantined} of {total} lines of {options.table} could not be applied "
-                f"({result.quarantined / total:.2%} > "
-                f"max_bad_fraction {options.max_bad_fraction:.2%}); "
-                f"nothing committed; the bad lines are in {failed_at}"
-            )
+        summary = read_and_count(parsed, result)
+        abort_at("read")
+        gate_bad_fraction(parsed, result, options, sink, previous)
 
         progress("fold")
-        meta_rows = [text for row in summary if row["kind"] == "schema" for text in row["meta"]]
-        signatures, toast = _ordered_signatures(meta_rows)
-        try:
-            columns = unify(options.table, previous.columns, *signatures)
-        except SchemaChangeError as exc:
-            raise MergeError(str(exc)) from None
-        missing_key = [k for k in options.key if k not in dict(columns)]
-        if columns and missing_key:
-            raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
-
-        run_truncate = max(
-            (row["order"] for row in summary if row["kind"] == "event" and row["op"] == "t"),
-            default=None,
-        )
-        truncated_before = max(
-            filter(None, (previous.truncated_before, run_truncate)), default=None
-        )
-
-        new_state = changes = None
+        columns, toast = table_schema(summary, previous, options)
+        truncated_before = truncation_horizon(summary, previous)
+        rows = None
         if columns:
-            stored = sink.read_state(spark, previous)
-            full_state = (
-                align(stored, columns, [*METADATA_COLUMNS, DELETED])
-                if stored is not None
-                else empty_state(spark, columns)
+            latest, rows = fold(
+                spark, sink, previous, parsed, columns, toast, truncated_before, options.key
             )
-            state = drop_truncated(full_state, truncated_before)
-            events = drop_truncated(decode_events(parsed, columns), truncated_before)
-            fresh = fresh_events(events, state, options.key)
-            latest = latest_per_key(fresh, options.key, columns, toast)
-            latest = fill_toast(latest, state, options.key, toast).persist()
             cached.append(latest)
-            for row in (
-                latest.groupBy("_cdc_op", F.size(TOAST) > 0)
-                .agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events"))
-                .collect()
-            ):
-                op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
-                result.applied += int(events_n)
-                if op == "d":
-                    result.deletes += int(keys)
-                else:
-                    result.upserts += int(keys)
-                if unresolved:
-                    result.toast_unresolved += int(keys)
-            changed = changed_rows(latest, options.key, columns)
-            new_state = apply_changes(state, changed, options.key)
-            changes = changed.unionByName(
-                truncated_rows(full_state, changed, options.key, truncated_before)
-            )
-            abort_hook("fold")
+            count_folded(latest, result)
+            abort_at("fold")
         result.stale_skipped = result.events_read - result.truncates - result.applied
 
         progress("write")
-        applied = previous.applied_files | {relative(options.changes, p) for p in new_files}
-        committed = sink.commit(
-            spark,
-            previous=previous,
-            new_state=new_state,
-            columns=columns,
+        changes = Changes(
+            columns=tuple(columns),
             key=options.key,
             truncated_before=truncated_before,
-            applied_files=frozenset(applied),
+            applied_files=previous.applied_files
+            | {relative(options.changes, p) for p in new_files},
+            rows=rows,
+            truncated=truncated_before != previous.truncated_before,
             quarantine=_quarantine(parsed) if result.quarantined else None,
             run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
-            hook=abort_hook,
-            changes=changes,
         )
+        staged = sink.stage(spark, previous, changes)
+        abort_at("write")
+        committed = sink.commit(spark, staged)
     finally:
         for frame in cached:
             frame.unpersist()
     result.version = committed.version
     result.committed = True
     return result
+
+
+def read_and_count(parsed: DataFrame, result: RunResult) -> list[Any]:
+    """Stage 1: one aggregation over the parsed lines; every line is counted once."""
+    summary = run_summary(parsed).collect()
+    _count(result, summary)
+    return summary
+
+
+def gate_bad_fraction(
+    parsed: DataFrame, result: RunResult, options: MergeOptions, sink: Sink, previous: TableState
+) -> None:
+    """Stage 2: above ``max_bad_fraction`` the run stops; its bad lines are kept, nothing else."""
+    total = result.events_read + result.quarantined
+    if not total or result.quarantined / total <= options.max_bad_fraction:
+        return
+    failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
+    target = failed_at if "://" in failed_at else "file://" + failed_at
+    _quarantine(parsed).coalesce(1).write.mode("overwrite").json(target)
+    raise TooManyBadRecords(
+        f"{result.quarantined} of {total} lines of {options.table} could not be applied "
+        f"({result.quarantined / total:.2%} > max_bad_fraction {options.max_bad_fraction:.2%}); "
+        f"nothing committed; the bad lines are in {failed_at}"
+    )
+
+
+def table_schema(
+    summary: list[Any], previous: TableState, options: MergeOptions
+) -> tuple[list[Column], list[str]]:
+    """Stage 3: the table's columns after this run (stored ones first) and its TOAST columns."""
+    meta_rows = [text for row in summary if row["kind"] == "schema" for text in row["meta"]]
+    signatures, toast = _ordered_signatures(meta_rows)
+    try:
+        columns = unify(options.table, previous.columns, *signatures)
+    except SchemaChangeError as exc:
+        raise MergeError(str(exc)) from None
+    missing_key = [k for k in options.key if k not in dict(columns)]
+    if columns and missing_key:
+        raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")
+    return columns, toast
+
+
+def truncation_horizon(summary: list[Any], previous: TableState) -> str | None:
+    """Every row whose last change precedes the newest truncate seen so far is gone."""
+    run_truncate = max(
+        (row["order"] for row in summary if row["kind"] == "event" and row["op"] == "t"),
+        default=None,
+    )
+    return max(filter(None, (previous.truncated_before, run_truncate)), default=None)
+
+
+def fold(
+    spark: SparkSession,
+    sink: Sink,
+    previous: TableState,
+    parsed: DataFrame,
+    columns: Sequence[Column],
+    toast: Sequence[str],
+    truncated_before: str | None,
+    key: Sequence[str],
+) -> tuple[DataFrame, DataFrame]:
+    """Stage 4: per key, the newest change not older than the table's; the rows to write.
+
+    Returns the folded changes (persisted, for counting) and the rows the sink
+    writes: upserts, deletes, and deletions of stored rows a new truncate removes.
+    """
+    stored = sink.read_state(spark, previous)
+    full_state = (
+        align(stored, columns, [*METADATA_COLUMNS, DELETED])
+        if stored is not None
+        else empty_state(spark, columns)
+    )
+    state = drop_truncated(full_state, truncated_before)
+    events = drop_truncated(decode_events(parsed, columns), truncated_before)
+    fresh = fresh_events(events, state, key)
+    latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
+    changed = changed_rows(latest, key, columns)
+    if truncated_before == previous.truncated_before:
+        return latest, changed
+    return latest, changed.unionByName(truncated_rows(full_state, changed, key, truncated_before))
+
+
+def count_folded(latest: DataFrame, result: RunResult) -> None:
+    for row in (
+        latest.groupBy("_cdc_op", F.size(TOAST) > 0)
+        .agg(F.count(F.lit(1)).alias("keys"), F.sum("_events").alias("events"))
+        .collect()
+    ):
+        op, unresolved, keys, events_n = row[0], row[1], row["keys"], row["events"]
+        result.applied += int(events_n)
+        if op == "d":
+            result.deletes += int(keys)
+        else:
+            result.upserts += int(keys)
+        if unresolved:
+            result.toast_unresolved += int(keys)
 
 
 def _quarantine(parsed: DataFrame) -> DataFrame:

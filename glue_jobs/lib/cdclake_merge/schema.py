@@ -1,9 +1,12 @@
 """Column types: how a run's observed types and the table's types combine.
 
-Types are Spark SQL type names (``int``, ``decimal(10,2)``, ...). A source schema
-change is accepted when every column keeps or widens its type (int32→int64,
-float32→float64, a decimal that grows); anything else fails the run, naming the
-table and the column, before anything is written.
+Types are Spark SQL type names (``int``, ``decimal(10,2)``, ...). A column the
+table already stores may only take the promotions Hudi 0.15 and the catalog sync
+both accept: smallint→int→bigint and float→double. Anything else (int→double, a
+decimal whose precision or scale changes, a different type) fails the run before
+anything is written, naming the table and the column: Hudi would refuse the
+write, or commit it and then fail to register the new schema in the catalog.
+A column that is new in this run takes the widest type its events carry.
 """
 
 from __future__ import annotations
@@ -51,13 +54,34 @@ def widen(table: str, column: str, current: str, incoming: str) -> str:
     )
 
 
-def unify(table: str, *schemas: Iterable[Column]) -> list[Column]:
-    """Union of columns in first-seen order, each at its widest compatible type."""
+def promote_stored(table: str, column: str, stored: str, incoming: str) -> str:
+    """The type of a stored column after a change: only the promotions Hudi can store."""
+    wanted = widen(table, column, stored, incoming)
+    if wanted == stored:
+        return stored
+    if (stored in _INTS and wanted in _INTS) or (stored in _FLOATS and wanted in _FLOATS):
+        return wanted
+    raise SchemaChangeError(
+        f"table {table}: column {column!r} changed type from {stored} to {incoming}, "
+        f"which the Hudi table cannot store (it can only widen smallint→int→bigint and "
+        f"float→double); nothing was committed"
+    )
+
+
+def unify(table: str, stored: Iterable[Column], *schemas: Iterable[Column]) -> list[Column]:
+    """Stored columns first, then new ones in first-seen order, each at its widest type."""
+    kept = dict(stored)
     merged: dict[str, str] = {}
     for schema in schemas:
         for name, spark_type in schema:
             merged[name] = widen(table, name, merged.get(name, "void"), spark_type)
-    return [(name, "string" if t == "void" else t) for name, t in merged.items()]
+    result = dict(kept)
+    for name, spark_type in merged.items():
+        if name in kept:
+            result[name] = promote_stored(table, name, kept[name], spark_type)
+        else:
+            result[name] = spark_type
+    return [(name, "string" if t == "void" else t) for name, t in result.items()]
 
 
 def raw_type(spark_type: str) -> str:

@@ -11,14 +11,30 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-HUDI_JAR_ENV = "CDCLAKE_HUDI_JAR"  # a local hudi-spark3.5-bundle_2.12-0.15.0.jar
+JARS_ENV = "CDCLAKE_SPARK_JARS"  # a folder of jars to add (default: the repo's jvm/lib/spark)
 LOG4J = Path(__file__).with_name("log4j2.properties")
-HUDI_PACKAGE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:0.15.0"
+# `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
+REPO_JARS = Path(__file__).resolve().parents[3] / "jvm" / "lib" / "spark"
+HUDI_BUNDLE = "hudi-spark3.5-bundle_2.12-0.15.0.jar"
 
 
-def local_session(
-    warehouse: str | Path, *, app_name: str = "cdclake", hudi_jar: str | None = None
-) -> SparkSession:
+class MissingJars(RuntimeError):
+    """The Hudi bundle is not where the local session looks for it."""
+
+
+def spark_jars() -> list[Path]:
+    """The jars the local session adds to pyspark's own; the Hudi bundle must be one."""
+    folder = Path(os.environ.get(JARS_ENV) or REPO_JARS)
+    jars = sorted(folder.glob("*.jar"))
+    if not any(j.name == HUDI_BUNDLE for j in jars):
+        raise MissingJars(
+            f"{HUDI_BUNDLE} not found in {folder}: run `make setup` "
+            f"(or set {JARS_ENV} to a folder that has it)"
+        )
+    return jars
+
+
+def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkSession:
     """A small local session whose catalog lives under ``warehouse``.
 
     Session time zone is UTC so timestamps mean the same thing everywhere. Shuffle
@@ -30,7 +46,7 @@ def local_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    jar = hudi_jar or os.environ.get(HUDI_JAR_ENV)
+    jars = ",".join(str(j) for j in spark_jars())
     metastore = warehouse / "metastore_db"
     builder = (
         SparkSession.builder.master(os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]"))
@@ -54,29 +70,20 @@ def local_session(
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # What Glue 5.0 sets with --datalake-formats hudi.
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.hudi.catalog.HoodieCatalog"
+        )
+        .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
+        .config("spark.sql.hive.convertMetastoreParquet", "false")
         .enableHiveSupport()
     )
-    if jar:
-        builder = (
-            builder.config("spark.jars", jar)
-            .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
-            .config(
-                "spark.sql.catalog.spark_catalog",
-                "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
-            )
-            .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
-        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # Hudi sizes objects with JOL, which prints its warnings on the JVM's stdout: that is the
+    # CLI's stdout (`cdclake merge --json`). JVM output belongs on stderr with the logs.
+    system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+    system.setOut(system.err)
     return spark
-
-
-def hudi_available(spark: SparkSession) -> bool:
-    """Whether the Hudi Spark bundle is on this session's classpath."""
-    try:
-        spark.sparkContext._jvm.java.lang.Class.forName(  # type: ignore[union-attr]
-            "org.apache.hudi.DefaultSource"
-        )
-    except Exception:
-        return False
-    return True

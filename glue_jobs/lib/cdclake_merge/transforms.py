@@ -242,12 +242,6 @@ def changed_rows(latest: DataFrame, key: Sequence[str], columns: Sequence[Column
     )
 
 
-def apply_changes(state: DataFrame, changed: DataFrame, key: Sequence[str]) -> DataFrame:
-    """The next state: every key the run did not touch, plus the changed rows."""
-    unchanged = state.join(changed.select(*key), list(key), "left_anti")
-    return unchanged.select(*changed.columns).unionByName(changed)
-
-
 def truncated_rows(
     state: DataFrame, changed: DataFrame, key: Sequence[str], truncated_before: str | None
 ) -> DataFrame:

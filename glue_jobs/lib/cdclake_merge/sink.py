@@ -1,0 +1,138 @@
+"""The sink contract: what a merge run needs from the table it writes, and how one is opened.
+
+A run reads the table's :class:`TableState` (schema, truncation horizon, applied
+input, version), folds the new changes, then hands them to the sink in two steps:
+:meth:`Sink.stage` writes everything the commit will point to (quarantined lines,
+tombstones, the checkpoint) and :meth:`Sink.commit` makes it all current in one
+atomic step. A run killed between or during the two leaves the previous state in
+force; the next run stages the same version again over what was left.
+
+There is one sink, :class:`~cdclake_merge.hudi.HudiTable` (Hudi 0.15, as on Glue
+5.0); :func:`open_sink` is the one place both entry points make it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from cdclake_merge.schema import Column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdclake_merge.storage import FileSystem
+
+TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+TABLE_TYPES: tuple[TableType, ...] = ("COPY_ON_WRITE", "MERGE_ON_READ")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the last commit says: schema, truncation horizon, applied input.
+
+    ``version`` counts this table's commits and never goes down (it is stored in
+    the checkpoint, not derived from a timeline that archives). ``layout`` is the
+    order of the table's stored columns; columns added later go at its end.
+    """
+
+    version: int = 0
+    columns: tuple[Column, ...] = ()
+    layout: tuple[str, ...] = ()
+    truncated_before: str | None = None
+    applied_files: frozenset[str] = frozenset()
+    tombstones: tuple[str, ...] = ()
+    exists: bool = False
+    checkpoint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What one run hands the sink: folded rows and what to record with them."""
+
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    truncated_before: str | None
+    applied_files: frozenset[str]
+    rows: DataFrame | None  # state layout (columns, metadata, _cdc_deleted); None: no events
+    truncated: bool  # this run moved the truncation horizon
+    quarantine: DataFrame | None
+    run: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A commit written aside, not yet current."""
+
+    version: int
+    checkpoint_path: str
+    changes: Changes
+
+
+class Sink(Protocol):
+    quarantine_root: str
+
+    def load(self) -> TableState: ...
+    def read_live(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
+    def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
+    def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
+    def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
+
+
+def open_sink(
+    *,
+    warehouse: str,
+    table: str,
+    key: Sequence[str],
+    fs: FileSystem,
+    spark_factory: Any,
+    partition_fields: Sequence[str] = (),
+    table_type: str = "COPY_ON_WRITE",
+    quarantine_root: str | None = None,
+    sync_catalog: bool = True,
+) -> Sink:
+    """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
+
+    ``spark_factory`` is called only when Spark is needed, so a run with nothing
+    to apply never starts a JVM. Raises ValueError with a one-line reason.
+    """
+    from cdclake_merge.hudi import HudiTable
+
+    if table_type not in TABLE_TYPES:
+        raise ValueError(f"table type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
+    return HudiTable(
+        warehouse=warehouse,
+        table=table,
+        key=key,
+        fs=fs,
+        spark_factory=spark_factory,
+        partition_fields=partition_fields,
+        table_type=table_type,
+        quarantine_root=quarantine_root,
+        sync_catalog=sync_catalog,
+    )
+
+
+def open_existing_sink(
+    *, warehouse: str, table: str, fs: FileSystem, spark_factory: Any
+) -> Sink | None:
+    """An existing table opened with the key, type and partitioning it was created with.
+
+    For read-only commands; None where the table has no commit yet.
+    """
+    from cdclake_merge.hudi import HudiTable
+
+    probe = HudiTable(warehouse=warehouse, table=table, key=(), fs=fs, spark_factory=spark_factory)
+    checkpoint = probe.newest_checkpoint()
+    if checkpoint is None:
+        return None
+    return open_sink(
+        warehouse=warehouse,
+        table=table,
+        key=checkpoint["key"],
+        fs=fs,
+        spark_factory=spark_factory,
+        partition_fields=checkpoint["partition_fields"],
+        table_type=checkpoint["table_type"],
+    )

@@ -1,0 +1,183 @@
+"""The merge tests' helpers: hand-written Debezium events, lakes on real Hudi, the CLI."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+SOURCE_TS = 1_700_000_000_000
+
+
+def source(lsn: int, commit: int | None = None, ts_ms: int = SOURCE_TS) -> dict[str, Any]:
+    sequence = json.dumps([None if commit is None else str(commit), str(lsn)])
+    return {
+        "version": "2.7.3.Final",
+        "connector": "postgresql",
+        "name": "test",
+        "ts_ms": ts_ms,
+        "snapshot": "false",
+        "db": "app",
+        "sequence": sequence,
+        "schema": "public",
+        "table": "t",
+        "txId": 1,
+        "lsn": lsn,
+        "xmin": None,
+    }
+
+
+def envelope(
+    op: str,
+    *,
+    lsn: int,
+    commit: int | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    ts_ms: int = SOURCE_TS,
+) -> dict[str, Any]:
+    return {
+        "before": before,
+        "after": after,
+        "source": source(lsn, commit, ts_ms),
+        "op": op,
+        "ts_ms": ts_ms + 5,
+        "transaction": None,
+    }
+
+
+def with_schema(payload: dict[str, Any], fields: list[dict[str, Any]]) -> dict[str, Any]:
+    value = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
+    return {
+        "schema": {
+            "type": "struct",
+            "name": "t.Envelope",
+            "fields": [
+                {**value, "field": "before"},
+                {**value, "field": "after"},
+                {"type": "struct", "fields": [], "field": "source"},
+                {"type": "string", "field": "op"},
+            ],
+        },
+        "payload": payload,
+    }
+
+
+def decimal_b64(value: str, scale: int) -> str:
+    unscaled = int(Decimal(value).scaleb(scale))
+    length = max((unscaled.bit_length() + 8) // 8, 1)
+    return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode()
+
+
+def line(event: dict[str, Any] | None) -> str:
+    return json.dumps(event)
+
+
+# --- lakes: a changes folder and a real Hudi table, merged as the CLI and Glue do -------------
+
+_tables = itertools.count()
+CLI = [sys.executable, "-m", "cdclake.cli"]
+
+
+class Lake:
+    """A changes folder and a Hudi table (``t<n>.orders``), written and merged like the CLI."""
+
+    def __init__(
+        self,
+        spark: Any,
+        root: Path,
+        *,
+        table_type: str = "COPY_ON_WRITE",
+        partition: tuple[str, ...] = (),
+        key: tuple[str, ...] = ("id",),
+        **options: Any,
+    ) -> None:
+        from cdclake_merge.job import MergeOptions
+        from cdclake_merge.sink import open_sink
+        from cdclake_merge.storage import LocalFileSystem
+
+        self.spark, self.root, self.key = spark, root, key
+        self.changes = root / "changes"
+        self.warehouse = root / "warehouse"
+        self.table = f"t{next(_tables)}.orders"
+        self.fs = LocalFileSystem()
+        self.sink = open_sink(
+            warehouse=str(self.warehouse),
+            table=self.table,
+            key=key,
+            fs=self.fs,
+            spark_factory=lambda: spark,
+            table_type=table_type,
+            partition_fields=partition,
+        )
+        self.options = MergeOptions(table=self.table, key=key, changes=str(self.changes), **options)
+
+    def write(self, name: str, events: list[Any], partition: int = 0) -> Path:
+        folder = self.changes / "topics" / "app.public.orders" / f"partition={partition}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_text("".join((e if isinstance(e, str) else line(e)) + "\n" for e in events))
+        return path
+
+    def merge(self) -> Any:
+        from cdclake_merge.job import run_merge
+
+        return run_merge(lambda: self.spark, self.fs, self.sink, self.options)
+
+    def rows(self) -> list[dict[str, Any]]:
+        from cdclake_merge.export import rows_as_json
+
+        live = self.sink.read_live(self.spark, self.sink.load())
+        return [] if live is None else [json.loads(r) for r in rows_as_json(live, self.key)]
+
+    def visible(self) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.rows()]
+
+
+def visible(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+
+
+def expected_rows(generated: Path) -> list[dict[str, Any]]:
+    return [json.loads(r) for r in (generated / "expected.jsonl").read_text().splitlines()]
+
+
+# --- the CLI as users run it -----------------------------------------------------------------
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def merge_args(changes: Path, warehouse: Path, *extra: str) -> list[str]:
+    return [
+        "merge",
+        "--changes",
+        str(changes),
+        "--warehouse",
+        str(warehouse),
+        "--table",
+        "cli.orders",
+        "--key",
+        "id",
+        "--json",
+        *extra,
+    ]
+
+
+def export_rows(warehouse: Path, out: Path, table: str = "cli.orders") -> list[dict[str, Any]]:
+    result = run_cli("export", "--warehouse", str(warehouse), "--table", table, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return visible([json.loads(line) for line in out.read_text().splitlines()])
