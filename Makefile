@@ -23,7 +23,8 @@ JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	@command -v java >/dev/null || { echo "Java 17 is needed for PySpark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@command -v javac >/dev/null || { echo "JDK 17 is needed for PySpark and the local stack (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || echo "note: the local stack needs Debian's PostgreSQL server (apt-get install postgresql)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt

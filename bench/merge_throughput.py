@@ -47,13 +47,15 @@ def generate(events: int, keys: int, root: Path) -> Path:
 
 def bench_cdclake(spark: Any, data: Path, work: Path) -> tuple[float, float, int, int]:
     from cdclake_merge.job import MergeOptions, run_merge
-    from cdclake_merge.snapshot_table import SnapshotTable
+    from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import LocalFileSystem
 
     shutil.rmtree(work, ignore_errors=True)
     fs = LocalFileSystem()
     table = f"bench.orders_{int(time.time())}"
-    sink = SnapshotTable(fs, str(work), table)
+    sink = open_sink(
+        warehouse=str(work), table=table, key=("id",), fs=fs, spark_factory=lambda: spark
+    )
     options = MergeOptions(table=table, key=("id",), changes=str(data / "topics"))
     started = time.perf_counter()
     result = run_merge(lambda: spark, fs, sink, options)

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -82,10 +82,20 @@ def _lazy_spark(warehouse: Path) -> Any:
 
 @app.command()
 def merge(
-    changes: Annotated[Path, typer.Option(help="Folder of change files (S3 sink layout)")],
-    warehouse: Annotated[Path, typer.Option(help="Warehouse folder (tables + metastore)")],
-    table: Annotated[str, typer.Option(help="DATABASE.TABLE to merge into")],
-    key: Annotated[str, typer.Option(help="Primary key column(s), comma-separated")],
+    table: Annotated[
+        str, typer.Option(help="DATABASE.TABLE to merge into (with --env: SCHEMA.TABLE in config)")
+    ],
+    changes: Annotated[
+        str | None, typer.Option(help="Change files (S3 sink layout): a folder or s3:// URI")
+    ] = None,
+    warehouse: Annotated[
+        Path | None, typer.Option(help="Warehouse folder (tables + metastore)")
+    ] = None,
+    key: Annotated[str, typer.Option(help="Primary key column(s), comma-separated")] = "",
+    env: Annotated[
+        str | None,
+        typer.Option(help="Take everything else from config/ENV.yaml; 'local': the local stack"),
+    ] = None,
     table_type: Annotated[
         TableType, typer.Option(help="Hudi table type, fixed when the table is created")
     ] = TableType.COPY_ON_WRITE,
@@ -108,32 +118,45 @@ def merge(
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import LocalFileSystem
 
-    if not changes.is_dir():
-        _fail(f"--changes {changes} is not a folder", 2)
     if not 0 <= max_bad_fraction <= 1:
         _fail("--max-bad-fraction must be between 0 and 1", 2)
+    if env is not None:
+        target = _env_target(env, table)
+        table, changes, warehouse = target.table, target.changes, target.warehouse
+        key, partition = ",".join(target.key), ",".join(target.partition)
+        table_type = TableType(target.table_type)
+        column_type = [f"{n}={t}" for n, t in target.column_types.items()]
+        exclude = ",".join(target.exclude)
+    if changes is None or warehouse is None or not key:
+        _fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
+    assert changes is not None and warehouse is not None
+    if "://" not in changes:
+        if not Path(changes).is_dir():
+            _fail(f"--changes {changes} is not a folder", 2)
+        changes = str(Path(changes).resolve())
     options = MergeOptions(
         table=table,
         key=_split(key),
-        changes=str(changes.resolve()),
+        changes=changes,
         column_types=_parse_types(column_type or []),
         exclude_columns=frozenset(_split(exclude)),
         max_bad_fraction=max_bad_fraction,
     )
     spark_factory = _lazy_spark(warehouse)
-    fs = LocalFileSystem()
+    local = LocalFileSystem()
     try:
         sink = open_sink(
             warehouse=str(warehouse.resolve()),
             table=table,
             key=options.key,
-            fs=fs,
+            fs=local,
             spark_factory=spark_factory,
             partition_fields=_split(partition),
             table_type=table_type.value,
         )
     except ValueError as exc:
         _fail(str(exc), 2)
+    fs: Any = local if "://" not in changes else _LazyHadoopFileSystem(spark_factory)
 
     interactive = console.is_terminal and not json_output
     with Progress(
@@ -165,6 +188,78 @@ def merge(
         console.print(f"{table}: no new change files; nothing to do (version {result.version})")
         return
     _print_result(result)
+
+
+class _EnvTarget(NamedTuple):
+    table: str
+    changes: str
+    warehouse: Path
+    key: tuple[str, ...]
+    partition: tuple[str, ...]
+    table_type: str
+    column_types: dict[str, str]
+    exclude: tuple[str, ...]
+
+
+def _env_target(env: str, source_table: str) -> _EnvTarget:
+    """Where a configured table's changes are and where its lake table goes, from config.
+
+    Only ``local`` resolves here (the running local stack); on AWS the table's Glue job
+    carries the same values as its default arguments.
+    """
+    import os
+
+    from cdclake.config import ConfigError, load_config
+    from connectors.configs import topic_name
+
+    try:
+        config = load_config(env)
+    except ConfigError as exc:
+        _fail(str(exc).splitlines()[0], 2)
+    matches = [t for t in config.lake_tables if t.name == source_table]
+    if not matches:
+        names = ", ".join(t.name for t in config.lake_tables)
+        _fail(f"--table {source_table}: not a lake table of {env} (configured: {names})", 2)
+    table = matches[0]
+    if env != "local":
+        _fail(
+            f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name "
+            f"{config.resource_name('merge', table.lake_table_name.replace('_', '-'))})",
+            2,
+        )
+    from cdclake.local.stack import AWS_ENV, LocalStack
+
+    status = LocalStack(env=env).status()
+    if not status.get("up"):
+        _fail("the local stack is not running: start it with `cdclake local up`", 1)
+    # Spark's S3 client and boto3 read the same variables: the moto server of the stack.
+    os.environ.update(AWS_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = status["s3_endpoint"]
+    return _EnvTarget(
+        table=f"{config.lake.glue_database}.{table.lake_table_name}",
+        changes=f"{status['changes_uri']}/{topic_name(config, table)}/",
+        warehouse=Path(status["warehouse"]),
+        key=tuple(table.primary_key),
+        partition=tuple(table.partition_by),
+        table_type=table.hudi_table_type,
+        column_types=dict(table.column_types),
+        exclude=tuple(table.exclude_columns),
+    )
+
+
+class _LazyHadoopFileSystem:
+    """Hadoop's filesystem (s3://, s3a://) once Spark is up; listing needs the JVM."""
+
+    def __init__(self, spark_factory: Any) -> None:
+        self._spark_factory = spark_factory
+        self._fs: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._fs is None:
+            from cdclake_merge.storage import HadoopFileSystem
+
+            self._fs = HadoopFileSystem(self._spark_factory())
+        return getattr(self._fs, name)
 
 
 def _print_result(result: Any) -> None:

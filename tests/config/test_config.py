@@ -111,7 +111,7 @@ def test_load_config_invalid_yaml_is_reported(tmp_path: Path) -> None:
 
 
 def test_load_config_missing_environment_lists_available() -> None:
-    with pytest.raises(ConfigError, match=r"available environments: \['dev', 'prod'\]"):
+    with pytest.raises(ConfigError, match=r"available environments: \['dev', 'local', 'prod'\]"):
         load_config("staging")
 
 

@@ -101,6 +101,28 @@ def test_parse_value_missing_lsn_is_bad() -> None:
     assert outcome.kind == "bad" and "cannot be ordered" in (outcome.reason or "")
 
 
+def _incremental_read(sequence: str | None) -> dict[str, object]:
+    """A read as Debezium 2.7.4 emits it for an incremental snapshot (seen on the local stack)."""
+    event = envelope("r", lsn=1, after={"id": 1})
+    event["source"].update(snapshot="incremental", lsn=None, txId=None, sequence=sequence)
+    return event
+
+
+def test_parse_value_incremental_snapshot_read_orders_by_sequence() -> None:
+    outcome = parse_value(_incremental_read('["26414048","26414050"]'), SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.op, outcome.change.commit_lsn, outcome.change.lsn) == (
+        "r",
+        26414048,
+        26414050,
+    )
+
+
+def test_parse_value_incremental_snapshot_read_without_sequence_is_bad() -> None:
+    outcome = parse_value(_incremental_read('[null,"26414048"]'), SPEC)
+    assert outcome.kind == "bad" and "cannot be ordered" in (outcome.reason or "")
+
+
 def test_parse_value_lsn_beyond_int64_is_bad() -> None:
     event = envelope("c", lsn=1, after={"id": 1})
     event["source"]["lsn"] = -9223372036854776000

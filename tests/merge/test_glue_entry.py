@@ -45,7 +45,9 @@ def orders_job(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return job_arguments(synth("dev").template("lake"), "public.orders")
 
 
-def test_parse_arguments_template_defaults_fill_what_glue_passes(orders_job: dict[str, Any]) -> None:
+def test_parse_arguments_template_defaults_fill_what_glue_passes(
+    orders_job: dict[str, Any],
+) -> None:
     module = runpy.run_path(str(ENTRY))
     args = module["parse_arguments"](local_argv(orders_job, Path("/b")))
     assert (args["table"], args["record_key"], args["table_type"]) == (

@@ -195,3 +195,16 @@ def test_run_merge_every_line_is_accounted_for(lake: Lake) -> None:
     assert result.lines == len(events)
     assert result.events_read + result.skipped + result.quarantined == result.lines
     assert (result.applied, result.stale_skipped) == (3, 0)
+
+
+def test_run_merge_incremental_snapshot_read_sits_between_streamed_changes(lake: Lake) -> None:
+    def read(id_: int, name: str, at: int) -> dict[str, Any]:
+        event = envelope("r", lsn=at, after={"id": id_, "name": name})
+        event["source"].update(snapshot="incremental", lsn=None, sequence=f'["{at}","{at}"]')
+        return event
+
+    before = [u(1, "streamed-before", 10), u(2, "streamed-before", 11)]
+    lake.write("a.json", [*before, read(1, "snapshot", 20), read(2, "snapshot", 20)])
+    lake.write("b.json", [u(2, "streamed-after", 30)])
+    lake.merge()
+    assert lake.visible() == [{"id": 1, "name": "snapshot"}, {"id": 2, "name": "streamed-after"}]

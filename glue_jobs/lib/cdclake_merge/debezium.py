@@ -268,22 +268,41 @@ def _lsn(value: Any, where: str) -> int:
 
 
 def _positions(source: dict[str, Any]) -> tuple[int, int]:
-    """(commit LSN, change LSN): the per-key order; never the timestamps."""
+    """(commit LSN, change LSN): the per-key order; never the timestamps.
+
+    An incremental-snapshot read (``snapshot: incremental``) has no LSN of its own: Debezium
+    emits it when its snapshot window closes, and its ``sequence`` holds the stream position
+    of that moment ([last commit LSN, last processed LSN]). That position is its place in the
+    per-key order: after every change streamed before the window closed, before every change
+    streamed after it (Debezium 2.7, DBLog watermarks).
+    """
     if source.get("lsn") is None:
+        if source.get("snapshot") == "incremental" and source.get("sequence"):
+            commit, position = _sequence(source["sequence"])
+            if commit is not None and position is not None:
+                return (
+                    _lsn(commit, "source.sequence[0]"),
+                    _lsn(position, "source.sequence[1]"),
+                )
         raise BadRecord("source.lsn is missing: the event cannot be ordered")
     lsn = _lsn(source["lsn"], "source.lsn")
     commit = lsn
-    sequence = source.get("sequence")
-    if sequence:
-        try:
-            parts = loads(sequence) if isinstance(sequence, str) else sequence
-        except ValueError as exc:
-            raise BadRecord(f"source.sequence {sequence!r} is not a JSON array") from exc
-        if not isinstance(parts, list) or len(parts) != 2:
-            raise BadRecord(f"source.sequence {sequence!r} is not [commitLsn, lsn]")
-        if parts[0] is not None:
-            commit = _lsn(parts[0], "source.sequence[0]")
+    if source.get("sequence"):
+        first = _sequence(source["sequence"])[0]
+        if first is not None:
+            commit = _lsn(first, "source.sequence[0]")
     return commit, lsn
+
+
+def _sequence(sequence: Any) -> tuple[Any, Any]:
+    """``source.sequence``, ``'["<commit LSN>","<LSN>"]'`` (either may be null), unconverted."""
+    try:
+        parts = loads(sequence) if isinstance(sequence, str) else sequence
+    except ValueError as exc:
+        raise BadRecord(f"source.sequence {sequence!r} is not a JSON array") from exc
+    if not isinstance(parts, list) or len(parts) != 2:
+        raise BadRecord(f"source.sequence {sequence!r} is not [commitLsn, lsn]")
+    return parts[0], parts[1]
 
 
 def _source_ts_ms(source: dict[str, Any]) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -80,6 +81,8 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.sql.hive.convertMetastoreParquet", "false")
         .enableHiveSupport()
     )
+    for key, value in s3_settings(os.environ).items():
+        builder = builder.config(f"spark.hadoop.{key}", value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # Hudi sizes objects with JOL, which prints its warnings on the JVM's stdout: that is the
@@ -87,3 +90,31 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
     system.setOut(system.err)
     return spark
+
+
+def s3_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """Hadoop settings so ``s3://`` and ``s3a://`` paths work here as ``s3://`` does on Glue.
+
+    The endpoint follows the AWS SDKs' own variables (``AWS_ENDPOINT_URL_S3``, then
+    ``AWS_ENDPOINT_URL``), so one setting points boto3 and Spark at the same S3 (a moto server
+    locally). Credentials come from the usual environment variables.
+    """
+    settings = {
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "fs.s3a.aws.credentials.provider": (
+            "com.amazonaws.auth.EnvironmentVariableCredentialsProvider,"
+            "com.amazonaws.auth.profile.ProfileCredentialsProvider,"
+            "com.amazonaws.auth.InstanceProfileCredentialsProvider"
+        ),
+    }
+    endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings |= {
+            "fs.s3a.endpoint": endpoint,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https")).lower(),
+        }
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region:
+        settings["fs.s3a.endpoint.region"] = region
+    return settings
