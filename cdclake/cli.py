@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cdclake.doctor import doctor
 from cdclake.local.cli import app as local_app
+from cdclake.validate import validate
 
 app = typer.Typer(
     help="cdc-lake: Debezium change files → lake tables, locally or on Glue.",
@@ -24,6 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command(name="doctor")(doctor)
+app.command(name="validate")(validate)
 app.add_typer(local_app, name="local")
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
