@@ -1,0 +1,192 @@
+"""PostgreSQL → Debezium → Kafka → S3 sink → merge → Hudi, checked by ``cdclake validate``.
+
+One seeded random workload on two tables runs against the real local stack while the stack
+does the things CDC pipelines get wrong: tables joining with an incremental snapshot while
+writes continue, a Connect worker SIGKILLed mid-stream, a TRUNCATE, a column added
+mid-stream, TOAST placeholders, primary-key changes, merges between and during the writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from cdclake.local.stack import LocalStack
+from tests.e2e.e2e_helpers import (
+    CUSTOMERS_DDL,
+    CUSTOMERS_TOPIC,
+    ORDERS_DDL,
+    ORDERS_TOPIC,
+    Workload,
+    change_events,
+    merge,
+    upload_change_file,
+    validate,
+    wait_for_event,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.spark,
+    pytest.mark.hudi,
+    pytest.mark.moto,
+]
+TABLES = ("public.orders", "public.customers")
+SEED = 20240614
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+@dataclass
+class Pipeline:
+    stack: LocalStack
+    workload: Workload
+    merges: list[dict[str, Any]]
+    timings: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def pipeline(e2e_stack: LocalStack) -> Pipeline:
+    stack = e2e_stack
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def mark(label: str) -> None:
+        timings[label] = round(time.monotonic() - started, 1)
+
+    w = Workload(stack, SEED)
+    merges: list[dict[str, Any]] = []
+    try:
+        # orders exists before it is published: its first rows reach the lake only through
+        # reconcile's incremental snapshot, which runs while the writer keeps going.
+        w.sql(ORDERS_DDL)
+        w.insert_orders(80)
+        w.during(40, stack.reconcile)
+        mark("orders joined")
+
+        w.sql(CUSTOMERS_DDL)
+        w.insert_customers(50)
+        w.customer_writes = True
+        w.during(40, stack.reconcile)
+        mark("customers joined")
+
+        merges.append(w.during(40, lambda: merge(stack, "public.orders")))
+        mark("merge 1 (orders)")
+
+        # A crash of the worker between two flushes: changes are read again, none is lost.
+        w.run(40)
+        time.sleep(1)
+        stack.kill("connect")
+        time.sleep(2)
+        stack.up(timeout=300)
+        w.wait()
+        mark("connect killed and restarted")
+
+        w.sql("ALTER TABLE public.customers ADD COLUMN tier smallint")
+        w.tier = True
+        w.sql("BEGIN")
+        w.sql("TRUNCATE public.orders")
+        w.orders.clear()
+        w.insert_orders(5)
+        w.sql("COMMIT")
+        merges.append(w.during(40, lambda: merge(stack, "public.customers")))
+        mark("merge 2 (customers)")
+
+        w.run(30)
+        w.wait()
+        # The last change of each table: once its file has landed, so has every earlier one.
+        w.sql("UPDATE public.orders SET status = 'final' WHERE id = :id", id=max(w.orders))
+        last_customer = max(w.customers)
+        w.sql("UPDATE public.customers SET name = 'final' WHERE id = :id", id=last_customer)
+        wait_for_event(stack, ORDERS_TOPIC, lambda p: _after(p).get("status") == "final")
+        wait_for_event(stack, CUSTOMERS_TOPIC, lambda p: _after(p).get("name") == "final")
+        mark("all change files landed")
+        for table in TABLES:
+            merges.append(merge(stack, table))
+        mark("final merges")
+    finally:
+        w.close()
+    return Pipeline(stack, w, merges, timings)
+
+
+def _after(payload: dict[str, Any]) -> dict[str, Any]:
+    return dict(payload.get("after") or {})
+
+
+def _diff_summary(report: dict[str, Any]) -> str:
+    return (
+        f"{report['table']}: source {report['source_rows']} lake {report['lake_rows']}, "
+        f"missing {report['missing_keys']} {report['missing_key_examples']}, "
+        f"extra {report['extra_keys']} {report['extra_key_examples']}, "
+        f"differing {report['differing_rows']}: {report['columns']}; notes {report['notes']}"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "merge bug: a `cdclake merge --env local` of public.orders in a later process than "
+        "the one that created the warehouse's Derby metastore commits the Hudi data, then exits "
+        "1 with 'registering it in the catalog failed: MetaException: Version information not "
+        "found in metastore' (Hudi's HMS sync verifies the schema version Spark never wrote)"
+    ),
+)
+def test_pipeline_every_merge_run_succeeds(pipeline: Pipeline) -> None:
+    failed = [m for m in pipeline.merges if "error" in m]
+    assert not failed, failed
+
+
+def test_pipeline_random_workload_validate_reports_no_difference(pipeline: Pipeline) -> None:
+    stack, w = pipeline.stack, pipeline.workload
+    # The workload did reach the paths it is meant to exercise.
+    orders = [r["payload"] for _, r in change_events(stack, ORDERS_TOPIC)]
+    customers = [r["payload"] for _, r in change_events(stack, CUSTOMERS_TOPIC)]
+    ops = {p["op"] for p in orders} | {p["op"] for p in customers}
+    assert {"r", "c", "u", "d", "t"} <= ops, ops
+    assert any(p["source"].get("snapshot") == "incremental" for p in customers)
+    assert any(_after(p).get("notes") == PLACEHOLDER for p in orders)
+    assert any("tier" in _after(p) for p in customers)
+    # The data of every run is committed even where its catalog sync failed (see above).
+    assert all("error" not in m or "is committed" in m["error"] for m in pipeline.merges)
+    print("timings", pipeline.timings, "operations", w.ops)
+    assert w.ops >= 200, w.ops
+
+    for table in TABLES:
+        code, report = validate(stack, table, wait=60)
+        assert code == 0 and report["equal"], _diff_summary(report)
+        assert report["source_rows"] > 0
+        assert "password_hash" not in report["compared_columns"]
+
+
+def test_pipeline_corrupted_lake_row_validate_names_table_key_and_column(
+    pipeline: Pipeline,
+) -> None:
+    stack = pipeline.stack
+    # A change the database never made, through the merge's own path: the newest real
+    # record of one live key, with another status and a position after every real change.
+    records = [r for _, r in change_events(stack, ORDERS_TOPIC)]
+    live = max(pipeline.workload.orders)
+    newest = [r for r in records if _after(r["payload"]).get("id") == live][-1]
+    forged = copy.deepcopy(newest)
+    payload = forged["payload"]
+    payload["op"] = "u"
+    payload["after"]["status"] = "corrupted"
+    payload["source"]["lsn"] = 99_999_999_999
+    payload["source"]["sequence"] = '["99999999999","99999999999"]'
+    payload["source"]["snapshot"] = "false"
+    upload_change_file(stack, ORDERS_TOPIC, [forged])
+    result = merge(stack, "public.orders")
+    # The data is committed even where the catalog sync fails (the xfail above).
+    assert "error" not in result or "is committed" in result["error"], result
+
+    code, report = validate(stack, "public.orders")
+    assert code == 1 and not report["equal"]
+    assert report["table"] == "public.orders"
+    assert report["differing_rows"] == 1 and not report["missing_keys"] and not report["extra_keys"]
+    assert list(report["columns"]) == ["status"], report["columns"]
+    example = report["columns"]["status"]["examples"][0]
+    assert example == {"key": {"id": str(live)}, "source": "final", "lake": "corrupted"}
