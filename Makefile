@@ -42,7 +42,7 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-demo: setup ## Run the local pipeline: generate Debezium events, merge them, check the lake table
+demo: setup ## The real pipeline here: PostgreSQL -> Debezium -> Kafka -> S3 -> Hudi, then validate
 	$(VENV)/bin/cdclake demo
 
 lint: setup ## Lint and format-check with ruff

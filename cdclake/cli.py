@@ -7,7 +7,7 @@ import sys
 import tempfile
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -192,61 +192,43 @@ def merge(
     _print_result(result)
 
 
-class _EnvTarget(NamedTuple):
-    table: str
-    changes: str
-    warehouse: Path
-    key: tuple[str, ...]
-    partition: tuple[str, ...]
-    table_type: str
-    column_types: dict[str, str]
-    exclude: tuple[str, ...]
+def _live_lines(sink: Any, state: Any, spark_factory: Any) -> list[str]:
+    """hudi-rs reads the table without a JVM; Spark only where hudi-rs cannot read it yet."""
+    from cdclake.lake_reader import LakeReadError, live_rows_as_json
+
+    key = state.checkpoint["key"]
+    try:
+        return list(live_rows_as_json(sink.root, key, state.columns))
+    except LakeReadError as exc:
+        console.print(f"hudi-rs cannot read {sink.table} ({exc}); reading it with Spark")
+        from cdclake_merge.export import rows_as_json
+
+        live = sink.read_live(spark_factory(), state)
+        return list(rows_as_json(live, key)) if live is not None else []
 
 
-def _env_target(env: str, source_table: str) -> _EnvTarget:
-    """Where a configured table's changes are and where its lake table goes, from config.
+def _env_target(env: str, source_table: str) -> Any:
+    """The table's lake side from config; only ``local`` (the running local stack) here.
 
-    Only ``local`` resolves here (the running local stack); on AWS the table's Glue job
-    carries the same values as its default arguments.
+    On AWS the table's Glue job carries the same values as its default arguments.
     """
-    import os
-
     from cdclake.config import ConfigError, load_config
-    from connectors.configs import topic_name
 
     try:
         config = load_config(env)
     except ConfigError as exc:
         _fail(str(exc).splitlines()[0], 2)
-    matches = [t for t in config.lake_tables if t.name == source_table]
-    if not matches:
-        names = ", ".join(t.name for t in config.lake_tables)
-        _fail(f"--table {source_table}: not a lake table of {env} (configured: {names})", 2)
-    table = matches[0]
     if env != "local":
-        _fail(
-            f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name "
-            f"{config.resource_name('merge', table.lake_table_name.replace('_', '-'))})",
-            2,
-        )
-    from cdclake.local.stack import AWS_ENV, LocalStack
+        job = config.resource_name("merge", source_table.replace(".", "-").replace("_", "-"))
+        _fail(f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name {job})", 2)
+    from cdclake.local.lake import lake_target
 
-    status = LocalStack(env=env).status()
-    if not status.get("up"):
-        _fail("the local stack is not running: start it with `cdclake local up`", 1)
-    # Spark's S3 client and boto3 read the same variables: the moto server of the stack.
-    os.environ.update(AWS_ENV)
-    os.environ["AWS_ENDPOINT_URL"] = status["s3_endpoint"]
-    return _EnvTarget(
-        table=f"{config.lake.glue_database}.{table.lake_table_name}",
-        changes=f"{status['changes_uri']}/{topic_name(config, table)}/",
-        warehouse=Path(status["warehouse"]),
-        key=tuple(table.primary_key),
-        partition=tuple(table.partition_by),
-        table_type=table.hudi_table_type,
-        column_types=dict(table.column_types),
-        exclude=tuple(table.exclude_columns),
-    )
+    try:
+        return lake_target(env, source_table)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    except LookupError as exc:
+        _fail(str(exc), 1)
 
 
 class _LazyHadoopFileSystem:
@@ -291,8 +273,7 @@ def export(
     table: Annotated[str, typer.Option(help="DATABASE.TABLE")],
     out: Annotated[Path, typer.Option(help="Output JSON lines file ('-' for stdout)")],
 ) -> None:
-    """Write the table's live rows as JSON lines sorted by key."""
-    from cdclake_merge.export import rows_as_json
+    """Write the table's live rows as JSON lines sorted by key (read without a JVM)."""
     from cdclake_merge.sink import open_existing_sink
     from cdclake_merge.storage import LocalFileSystem
 
@@ -310,8 +291,7 @@ def export(
     if state is None or state.version == 0:
         _fail(f"table {table} has no commit under {warehouse}")
     assert sink is not None and state is not None
-    live = sink.read_live(spark_factory(), state)
-    lines = list(rows_as_json(live, state.checkpoint["key"])) if live is not None else []
+    lines = _live_lines(sink, state, spark_factory) if state.exists else []
     text = "".join(line + "\n" for line in lines)
     if str(out) == "-":
         sys.stdout.write(text)
@@ -357,18 +337,31 @@ def generate(
 
 @app.command()
 def demo(
+    synthetic: Annotated[
+        bool,
+        typer.Option(help="Generated Debezium events instead of the real pipeline (no stack)"),
+    ] = False,
     workdir: Annotated[
         Path | None, typer.Option(help="Folder for the demo (default: a temporary one)")
     ] = None,
-    events: Annotated[int, typer.Option(help="Events to generate")] = 5000,
-    batches: Annotated[int, typer.Option(help="Merge runs")] = 3,
+    events: Annotated[int, typer.Option(help="--synthetic: events to generate")] = 5000,
+    batches: Annotated[int, typer.Option(help="--synthetic: merge runs")] = 3,
     seed: Annotated[int, typer.Option(help="Random seed")] = 7,
 ) -> None:
-    """Generate → merge in batches (with redelivered and late files) → export → compare."""
-    from cdclake_merge.demo import run_demo
-
+    """The real pipeline on this machine: workload → Debezium → Kafka → S3 → Hudi → validate."""
     base = workdir or Path(tempfile.mkdtemp(prefix="cdclake-demo-"))
-    ok = run_demo(base, events=events, batches=batches, seed=seed, console=Console())
+    if synthetic:
+        from cdclake_merge.demo import run_demo
+
+        ok = run_demo(base, events=events, batches=batches, seed=seed, console=Console())
+    else:
+        from cdclake.demo import run_pipeline_demo
+        from cdclake.local.processes import StackError
+
+        try:
+            ok = run_pipeline_demo(base, seed=seed, console=Console())
+        except StackError as exc:
+            _fail(" ".join(str(exc).split()))
     if not ok:
         raise typer.Exit(1)
 

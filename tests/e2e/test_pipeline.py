@@ -126,15 +126,6 @@ def _diff_summary(report: dict[str, Any]) -> str:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "merge bug: a `cdclake merge --env local` of public.orders in a later process than "
-        "the one that created the warehouse's Derby metastore commits the Hudi data, then exits "
-        "1 with 'registering it in the catalog failed: MetaException: Version information not "
-        "found in metastore' (Hudi's HMS sync verifies the schema version Spark never wrote)"
-    ),
-)
 def test_pipeline_every_merge_run_succeeds(pipeline: Pipeline) -> None:
     failed = [m for m in pipeline.merges if "error" in m]
     assert not failed, failed
@@ -180,8 +171,7 @@ def test_pipeline_corrupted_lake_row_validate_names_table_key_and_column(
     payload["source"]["snapshot"] = "false"
     upload_change_file(stack, ORDERS_TOPIC, [forged])
     result = merge(stack, "public.orders")
-    # The data is committed even where the catalog sync fails (the xfail above).
-    assert "error" not in result or "is committed" in result["error"], result
+    assert "error" not in result, result
 
     code, report = validate(stack, "public.orders")
     assert code == 1 and not report["equal"]

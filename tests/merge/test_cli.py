@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -31,13 +32,24 @@ def _commits(warehouse: Path) -> list[Path]:
     return sorted((warehouse / "cli.db" / "orders" / ".hoodie").glob("*.commit"))
 
 
-def test_cli_merge_then_export_equals_generated_state(generated: Path, tmp_path: Path) -> None:
-    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
+@pytest.fixture(scope="module")
+def merged(generated: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    """One `cdclake merge` of the generated files: (warehouse, its --json counts)."""
+    warehouse = tmp_path_factory.mktemp("merged") / "wh"
+    result = run_cli(*merge_args(generated / "topics", warehouse))
     assert result.returncode == 0, result.stderr
-    counts = json.loads(result.stdout)
+    return warehouse, json.loads(result.stdout)
+
+
+def test_cli_merge_then_export_equals_generated_state(
+    generated: Path,
+    merged: tuple[Path, dict],  # type: ignore[type-arg]
+    tmp_path: Path,
+) -> None:
+    warehouse, counts = merged
     assert counts["committed"] and counts["events_read"] > 0
-    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
-    rerun = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
+    assert export_rows(warehouse, tmp_path / "out.jsonl") == expected_rows(generated)
+    rerun = run_cli(*merge_args(generated / "topics", warehouse))
     assert json.loads(rerun.stdout)["committed"] is False
 
 
@@ -61,13 +73,16 @@ def test_cli_merge_partitioned_merge_on_read_equals_generated_state(
 
 
 def test_cli_merge_other_table_type_than_stored_fails_with_one_line(
-    generated: Path, tmp_path: Path
+    generated: Path,
+    merged: tuple[Path, dict],  # type: ignore[type-arg]
+    tmp_path: Path,
 ) -> None:
-    assert run_cli(*merge_args(generated / "topics", tmp_path / "wh")).returncode == 0
-    (generated / "topics").joinpath("later.json").write_text("")
-    args = merge_args(generated / "topics", tmp_path / "wh", "--table-type", "MERGE_ON_READ")
-    result = run_cli(*args)
-    (generated / "topics" / "later.json").unlink()
+    warehouse = tmp_path / "wh"
+    shutil.copytree(merged[0], warehouse)
+    changes = tmp_path / "changes"
+    shutil.copytree(generated / "topics", changes)
+    (changes / "later.json").write_text("")
+    result = run_cli(*merge_args(changes, warehouse, "--table-type", "MERGE_ON_READ"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: table cli.orders is COPY_ON_WRITE partitioned by nothing; "

@@ -47,7 +47,7 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    jars = ",".join(str(j) for j in spark_jars())
+    jars = spark_jars()
     metastore = warehouse / "metastore_db"
     builder = (
         SparkSession.builder.master(os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]"))
@@ -71,14 +71,23 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        # What Glue 5.0 sets with --datalake-formats hudi.
-        .config("spark.jars", jars)
+        # What Glue 5.0 sets with --datalake-formats hudi. The jars go on the JVM's classpath,
+        # as on Glue, not only into spark.jars' class loader: Hudi's own thread pools resolve
+        # Avro classes through the system loader and would otherwise read the record index's
+        # delete blocks as generic records (ClassCastException to HoodieDeleteRecord).
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.driver.extraClassPath", os.pathsep.join(str(j) for j in jars))
         .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.hudi.catalog.HoodieCatalog"
         )
         .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
         .config("spark.sql.hive.convertMetastoreParquet", "false")
+        # Hudi's catalog sync opens its own metastore client, which checks the schema version
+        # Spark's embedded Derby metastore never records: every process after the one that
+        # created it failed the sync (after the data commit) with "Version information not
+        # found in metastore" (apache/hudi#6808). Glue's catalog has no such check.
+        .config("spark.hadoop.hive.metastore.schema.verification", "false")
         .enableHiveSupport()
     )
     for key, value in s3_settings(os.environ).items():

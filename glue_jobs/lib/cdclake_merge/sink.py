@@ -71,6 +71,8 @@ class Staged:
 
 
 class Sink(Protocol):
+    table: str  # DATABASE.TABLE
+    root: str  # where the table's files are
     quarantine_root: str
 
     def load(self) -> TableState: ...

@@ -1,0 +1,52 @@
+"""Where a configured table's changes are on the local stack, and where its lake table goes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cdclake.config import load_config
+from cdclake.local.stack import AWS_ENV, LocalStack
+from connectors.configs import topic_name
+
+
+@dataclass(frozen=True)
+class LakeTarget:
+    table: str  # <glue database>.<schema>_<table>
+    changes: str  # s3://<bucket>/topics/<topic>/
+    warehouse: Path
+    key: tuple[str, ...]
+    partition: tuple[str, ...] = ()
+    table_type: str = "COPY_ON_WRITE"
+    column_types: dict[str, str] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()
+
+
+def lake_target(env: str, source_table: str) -> LakeTarget:
+    """The lake side of ``source_table`` on the running local stack of ``env``.
+
+    Points this process's AWS clients (boto3 and Spark's S3 client read the same variables)
+    at the stack's moto server. ValueError/LookupError carry a one-line reason.
+    """
+    config = load_config(env)
+    matches = [t for t in config.lake_tables if t.name == source_table]
+    if not matches:
+        names = ", ".join(t.name for t in config.lake_tables)
+        raise ValueError(f"--table {source_table}: not a lake table of {env} (configured: {names})")
+    table = matches[0]
+    status = LocalStack(env=env).status()
+    if not status.get("up"):
+        raise LookupError("the local stack is not running: start it with `cdclake local up`")
+    os.environ.update(AWS_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = status["s3_endpoint"]
+    return LakeTarget(
+        table=f"{config.lake.glue_database}.{table.lake_table_name}",
+        changes=f"{status['changes_uri']}/{topic_name(config, table)}/",
+        warehouse=Path(status["warehouse"]),
+        key=tuple(table.primary_key),
+        partition=tuple(table.partition_by),
+        table_type=table.hudi_table_type,
+        column_types=dict(table.column_types),
+        exclude=tuple(table.exclude_columns),
+    )
