@@ -366,8 +366,11 @@ def test_hudi_version_survives_archived_commits(cow: Lake) -> None:
         cow.write(f"{i}.json", [c(i, 10 + i)])
         cow.merge()
     timeline = Path(cow.sink.root) / ".hoodie"  # type: ignore[attr-defined]
-    for old in sorted(timeline.glob("*.commit"))[:2]:  # what archival does to old instants
-        old.rename(timeline / "archived" / old.name)
+    # What archival does to old instants: every file of each leaves the active timeline.
+    for commit in sorted(timeline.glob("*.commit"))[:2]:
+        instant = commit.name.split(".")[0]
+        for path in [*timeline.glob(f"{instant}.*"), *timeline.glob(f".{instant}.*")]:
+            path.rename(timeline / "archived" / path.name)
     assert cow.sink.load().version == 3
     cow.write("3.json", [c(3, 13)])
     assert cow.merge().version == 4
