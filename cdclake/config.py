@@ -337,6 +337,14 @@ class EnvironmentConfig(_Model):
                 return t
         raise KeyError(f"table {name!r} is not configured for environment {self.env!r}")
 
+    def lake_table(self, name: str) -> TableConfig:
+        """The lake table ``name``; ValueError naming the configured ones otherwise."""
+        for t in self.lake_tables:
+            if t.name == name:
+                return t
+        names = ", ".join(t.name for t in self.lake_tables)
+        raise ValueError(f"--table {name}: not a lake table of {self.env} (configured: {names})")
+
     def resource_name(self, *parts: str) -> str:
         """Physical-name helper: ``<prefix>-<part>-...``, for resources that need a name."""
         return "-".join((self.prefix, *parts))

@@ -626,11 +626,7 @@ def local_target(env: str, table: str) -> Target:
     from cdclake.local.stack import SUPERUSER, LocalStack
 
     config = load_config(env)
-    matches = [t for t in config.lake_tables if t.name == table]
-    if not matches:
-        names = ", ".join(t.name for t in config.lake_tables)
-        raise ValueError(f"--table {table}: not a lake table of {env} (configured: {names})")
-    configured = matches[0]
+    configured = config.lake_table(table)
     stack = LocalStack(env=env)
     state = stack.load_state()
     if state is None or "postgres" not in state.ports:

@@ -30,11 +30,7 @@ def lake_target(env: str, source_table: str) -> LakeTarget:
     at the stack's moto server. ValueError/LookupError carry a one-line reason.
     """
     config = load_config(env)
-    matches = [t for t in config.lake_tables if t.name == source_table]
-    if not matches:
-        names = ", ".join(t.name for t in config.lake_tables)
-        raise ValueError(f"--table {source_table}: not a lake table of {env} (configured: {names})")
-    table = matches[0]
+    table = config.lake_table(source_table)
     status = LocalStack(env=env).status()
     if not status.get("up"):
         raise LookupError("the local stack is not running: start it with `cdclake local up`")

@@ -139,3 +139,10 @@ def test_app_invalid_config_fails_synth_with_clear_message(tmp_path: Path) -> No
     assert f"invalid environment config {tmp_path / 'broken.yaml'}" in result.stderr
     assert "account: String should match pattern" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_environment_config_lake_table_unknown_names_the_configured_ones() -> None:
+    config = load_config("dev")
+    assert config.lake_table("public.orders").primary_key == ["id"]
+    with pytest.raises(ValueError, match=r"not a lake table of dev \(configured: public\."):
+        config.lake_table("public.nope")
