@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 from enum import StrEnum
@@ -350,6 +351,10 @@ def demo(
 ) -> None:
     """The real pipeline on this machine: workload → Debezium → Kafka → S3 → Hudi → validate."""
     base = workdir or Path(tempfile.mkdtemp(prefix="cdclake-demo-"))
+    if workdir is None:
+        # mkdtemp's folder is private; as root the stack runs PostgreSQL as `postgres`,
+        # which must be able to enter it.
+        base.chmod(0o755)
     if synthetic:
         from cdclake_merge.demo import run_demo
 
@@ -362,6 +367,8 @@ def demo(
             ok = run_pipeline_demo(base, seed=seed, console=Console())
         except StackError as exc:
             _fail(" ".join(str(exc).split()))
+        except subprocess.CalledProcessError as exc:
+            _fail(f"{' '.join(exc.cmd)} failed with exit status {exc.returncode}; see {base}")
     if not ok:
         raise typer.Exit(1)
 
