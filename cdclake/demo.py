@@ -167,9 +167,10 @@ def _merge_until_equal(console: Console) -> dict[str, tuple[Any, list[Any]]]:
 
 def _print(console: Console, reports: dict[str, tuple[Any, list[Any]]]) -> None:
     grid = Table(title="cdclake demo: PostgreSQL → Debezium → Kafka → S3 → Hudi")
-    for column in ("table", "source rows", "lake rows", "runs", "events", "upserts", "deletes"):
-        grid.add_column(column, justify="left" if column == "table" else "right")
-    grid.add_column("validate")
+    grid.add_column("table", no_wrap=True)
+    for column in ("source", "lake", "runs", "events", "upserts", "deletes"):
+        grid.add_column(column, justify="right")
+    grid.add_column("validate", no_wrap=True)
     for name, (report, runs) in reports.items():
         grid.add_row(
             name,
