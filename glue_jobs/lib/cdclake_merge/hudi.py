@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from cdclake_merge.schema import Column
 from cdclake_merge.sink import Changes, Staged, TableState
 from cdclake_merge.storage import FileSystem, join
-from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, METADATA_DDL, ORDER
+from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, ORDER, empty_state
 
 FORMAT = "cdclake-hudi/1"
 COMMIT_METADATA_PREFIX = "_cdclake."
@@ -366,7 +366,7 @@ class HudiTable:
             return self._state(checkpoint, exists=False)
         rows = changes.rows
         if rows is None:
-            rows = spark.createDataFrame([], _state_ddl(changes.columns))
+            rows = empty_state(spark, changes.columns)
         layout = checkpoint["layout"]
         frame = rows.select(
             *[
@@ -388,11 +388,6 @@ class HudiTable:
         except Exception as exc:  # py4j wraps the JVM's exception; name only its cause
             raise _one_line(exc, self.table, staged.version) from None
         return self._state(checkpoint, exists=True)
-
-
-def _state_ddl(columns: Sequence[Column]) -> str:
-    ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
-    return f"{ddl}, {METADATA_DDL}, `{DELETED}` boolean"
 
 
 def _one_line(exc: Exception, table: str, version: int) -> Exception:
