@@ -18,9 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
+from cdclake_merge.positions import ChangeFile, Scan, advance, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
-from cdclake_merge.storage import FileSystem, is_input, join
+from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
@@ -83,6 +84,9 @@ class RunResult:
     skipped_reasons: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
     committed: bool = False
+    # Newest source commit time (ms) of any event applied so far, this run or before:
+    # carried in the checkpoint so that a run without new changes still measures lag.
+    newest_source_ts_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,13 +109,17 @@ def relative(root: str, path: str) -> str:
     return path
 
 
-def pending_files(fs: FileSystem, changes: str, applied: frozenset[str]) -> list[str]:
-    """Change files under ``changes`` that no commit has applied yet (none are opened)."""
-    return [
-        path
-        for path in fs.list_files(changes)
-        if is_input(path) and relative(changes, path) not in applied
-    ]
+def scan_changes(fs: FileSystem, changes: str, previous: TableState) -> Scan:
+    """The change files under ``changes`` that the table's last commit has not applied.
+
+    Listed from the commit's positions (see :mod:`cdclake_merge.positions`); none is opened.
+    """
+    return scan(fs, changes, previous.positions, previous.legacy_applied)
+
+
+def pending_files(fs: FileSystem, changes: str, previous: TableState) -> list[ChangeFile]:
+    """Which change files are pending for this table (``previous = sink.load()``)."""
+    return list(scan_changes(fs, changes, previous).pending)
 
 
 def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -158,8 +166,13 @@ def run_merge(
 ) -> RunResult:
     """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
-    new_files = pending_files(fs, options.changes, previous.applied_files)
-    result = RunResult(table=options.table, version=previous.version)
+    listed = scan_changes(fs, options.changes, previous)
+    new_files = [f.path for f in listed.pending]
+    result = RunResult(
+        table=options.table,
+        version=previous.version,
+        newest_source_ts_ms=previous.checkpoint.get("run", {}).get("newest_source_ts_ms"),
+    )
     if not new_files:
         return result
     spark = spark_factory()
@@ -191,8 +204,9 @@ def run_merge(
             columns=tuple(columns),
             key=options.key,
             truncated_before=truncated_before,
-            applied_files=previous.applied_files
-            | {relative(options.changes, p) for p in new_files},
+            positions=advance(
+                previous.positions, listed.pending, listed.parents, previous.legacy_applied
+            ),
             rows=rows,
             truncated=truncated_before != previous.truncated_before,
             quarantine=_quarantine(parsed) if result.quarantined else None,
@@ -321,6 +335,9 @@ def _count(result: RunResult, rows: list[Any]) -> None:
             result.events_read += count
             if op == "t":
                 result.truncates += count
+            newest = row["source_ts_ms"]
+            if newest is not None and (result.newest_source_ts_ms or 0) < newest:
+                result.newest_source_ts_ms = int(newest)
         elif kind == "skip":
             result.skipped += count
             result.skipped_reasons[reason] = result.skipped_reasons.get(reason, 0) + count

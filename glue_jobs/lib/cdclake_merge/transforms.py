@@ -280,7 +280,8 @@ def run_summary(parsed: DataFrame) -> DataFrame:
     """What the driver needs before folding, in one small aggregation (one Spark action).
 
     One row per outcome: events by op, skips and quarantined lines by reason, with
-    ``count``; the ``t`` row's ``order`` is the newest truncate of the run; the
+    ``count``; the ``t`` row's ``order`` is the newest truncate of the run; event rows'
+    ``source_ts_ms`` is their newest source commit time (lake freshness); the
     ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns.
     """
     is_schema = F.col("kind") == "schema"
@@ -289,5 +290,6 @@ def run_summary(parsed: DataFrame) -> DataFrame:
     ).agg(
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
+        F.max("source_ts_ms").alias("source_ts_ms"),
         F.collect_list(F.when(is_schema, F.col("row_json"))).alias("meta"),
     )
