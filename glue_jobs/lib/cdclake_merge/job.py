@@ -18,10 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
-from cdclake_merge.positions import ChangeFile, Scan, advance, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
-from cdclake_merge.storage import FileSystem, join
+from cdclake_merge.storage import FileSystem, is_input, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
@@ -109,17 +108,13 @@ def relative(root: str, path: str) -> str:
     return path
 
 
-def scan_changes(fs: FileSystem, changes: str, previous: TableState) -> Scan:
-    """The change files under ``changes`` that the table's last commit has not applied.
-
-    Listed from the commit's positions (see :mod:`cdclake_merge.positions`); none is opened.
-    """
-    return scan(fs, changes, previous.positions, previous.legacy_applied)
-
-
-def pending_files(fs: FileSystem, changes: str, previous: TableState) -> list[ChangeFile]:
-    """Which change files are pending for this table (``previous = sink.load()``)."""
-    return list(scan_changes(fs, changes, previous).pending)
+def pending_files(fs: FileSystem, changes: str, applied: frozenset[str]) -> list[str]:
+    """Change files under ``changes`` that no commit has applied yet (none are opened)."""
+    return [
+        path
+        for path in fs.list_files(changes)
+        if is_input(path) and relative(changes, path) not in applied
+    ]
 
 
 def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -166,8 +161,7 @@ def run_merge(
 ) -> RunResult:
     """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
-    listed = scan_changes(fs, options.changes, previous)
-    new_files = [f.path for f in listed.pending]
+    new_files = pending_files(fs, options.changes, previous.applied_files)
     result = RunResult(
         table=options.table,
         version=previous.version,
@@ -204,9 +198,8 @@ def run_merge(
             columns=tuple(columns),
             key=options.key,
             truncated_before=truncated_before,
-            positions=advance(
-                previous.positions, listed.pending, listed.parents, previous.legacy_applied
-            ),
+            applied_files=previous.applied_files
+            | {relative(options.changes, p) for p in new_files},
             rows=rows,
             truncated=truncated_before != previous.truncated_before,
             quarantine=_quarantine(parsed) if result.quarantined else None,
