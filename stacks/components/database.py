@@ -5,11 +5,11 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_rds as rds
 from constructs import Construct
 
 from cdclake.config import DatabaseConfig
+from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 
 # Not 5432: one less thing a scan of the VPC finds by default (cdk-nag AwsSolutions-RDS11).
@@ -74,13 +74,10 @@ class Database(Construct):
         )
 
         # Exported PostgreSQL logs, with retention, created before RDS would create it unbounded.
-        self.log_group = logs.LogGroup(
+        self.log_group = log_group(
             self,
             "PostgresqlLogs",
             log_group_name=f"/aws/rds/cluster/{cluster_identifier}/postgresql",
-            retention=logs.RetentionDays.ONE_MONTH,
-            encryption_key=None,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
 
         instance_type = ec2.InstanceType(config.instance_class)

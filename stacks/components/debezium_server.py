@@ -18,12 +18,12 @@ from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
 from connectors.configs import DatabaseEndpoint, debezium_server_properties, environment_variables
+from stacks.components.log_storage import log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
 
 DATA_DIR = "/debezium/data"
@@ -130,12 +130,7 @@ class DebeziumServer(Construct):
             )
         )
 
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        self.log_group = log_group(self, "Logs")
         # Imported by ARN: grants stay identity policies in this stack (no edits to the database
         # stack's key policy, so no dependency cycle).
         secret = secretsmanager.Secret.from_secret_complete_arn(

@@ -18,12 +18,12 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from stacks.components.log_storage import access_log_bucket, log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
 
 CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "fanout"
@@ -61,17 +61,7 @@ class FanOut(Construct):
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
-        # Access logs of the claim-check bucket (S3-managed keys: a log target cannot use KMS).
-        access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(90))],
-            removal_policy=cdk.RemovalPolicy.RETAIN,
-        )
-        acknowledge(access_logs, {"AwsSolutions-S1": "this is the access-log bucket itself"})
+        access_logs = access_log_bucket(self, "AccessLogs", expiration=cdk.Duration.days(90))
 
         # Claim checks: full events too large for EventBridge, kept as long as the archive.
         self.claim_check_bucket = s3.Bucket(
@@ -110,12 +100,7 @@ class FanOut(Construct):
             },
         )
 
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        self.log_group = log_group(self, "Logs")
         self.function = lambda_.Function(
             self,
             "Function",

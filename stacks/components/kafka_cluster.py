@@ -13,13 +13,13 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
 from connectors.configs import broker_count, replication_factor
+from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 
 IAM_TLS_PORT = 9098  # brokers' SASL/IAM listener inside the VPC
@@ -52,12 +52,7 @@ class KafkaCluster(Construct):
         )
 
         # Broker logs to CloudWatch.
-        self.log_group = logs.LogGroup(
-            self,
-            "BrokerLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        self.log_group = log_group(self, "BrokerLogs")
 
         # Server properties: no auto-created topics, durable defaults sized to the broker count.
         rf = replication_factor(config)

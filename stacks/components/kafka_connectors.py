@@ -18,7 +18,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kafkaconnect as kafkaconnect
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -38,6 +37,7 @@ from connectors.configs import (
     worker_properties,
 )
 from stacks.components.kafka_cluster import KafkaCluster
+from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge_wildcards
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -166,12 +166,7 @@ class KafkaConnectors(Construct):
         )
 
         # Connector logs.
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
+        self.log_group = log_group(self, "Logs")
 
         # Custom plugins: from S3 as given, or uploaded from a local path.
         self.debezium_plugin = self._plugin(

@@ -8,7 +8,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdclake.config import LakeConfig
-from stacks.components.nag import acknowledge
+from stacks.components.log_storage import access_log_bucket
 
 
 class LakeStorage(Construct):
@@ -32,20 +32,8 @@ class LakeStorage(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
 
-        # Server access logs: S3 cannot deliver them to a KMS-encrypted bucket, so SSE-S3.
-        self.access_log_bucket = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(id="expire", expiration=cdk.Duration.days(365))],
-            removal_policy=cdk.RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            self.access_log_bucket,
-            {"AwsSolutions-S1": "This is the access-log bucket; logging it to itself would loop"},
+        self.access_log_bucket = access_log_bucket(
+            self, "AccessLogs", expiration=cdk.Duration.days(365)
         )
 
         def bucket(

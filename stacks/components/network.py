@@ -7,6 +7,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdclake.config import NetworkConfig
+from stacks.components.log_storage import log_group
 
 # Interface endpoints that keep private AWS API calls inside the VPC: the bootstrap Lambda and the
 # rotation functions read Secrets Manager, Glue/MSK Connect/Lambda call Glue, STS, Logs and KMS,
@@ -56,7 +57,7 @@ class Network(Construct):
         )
 
         # Flow logs so rejected traffic to the database and brokers can be investigated.
-        flow_log_group = logs.LogGroup(
+        flow_log_group = log_group(
             self, "FlowLogs", retention=logs.RetentionDays[config.flow_log_retention]
         )
         self.vpc.add_flow_log(

@@ -8,7 +8,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
@@ -16,6 +15,7 @@ from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
 from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
+from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 from stacks.components.python_bundling import python_code
 
@@ -111,12 +111,7 @@ class ReplicationBootstrap(Construct):
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
             },
-            log_group=logs.LogGroup(
-                self,
-                "FunctionLogs",
-                retention=logs.RetentionDays.ONE_MONTH,
-                removal_policy=cdk.RemovalPolicy.DESTROY,
-            ),
+            log_group=log_group(self, "FunctionLogs"),
         )
         master_secret.grant_read(self.function)
         self.replication_secret.grant_read(self.function)
@@ -126,12 +121,7 @@ class ReplicationBootstrap(Construct):
             self,
             "Provider",
             on_event_handler=self.function,
-            log_group=logs.LogGroup(
-                self,
-                "ProviderLogs",
-                retention=logs.RetentionDays.ONE_MONTH,
-                removal_policy=cdk.RemovalPolicy.DESTROY,
-            ),
+            log_group=log_group(self, "ProviderLogs"),
         )
 
         # The custom resource; spec changes (tables, identities) trigger an Update.
