@@ -31,6 +31,8 @@ Prefix = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{1,30}[a-z0-9
 HudiTableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 ReplicaIdentity = Literal["DEFAULT", "FULL"]
 Op = Literal["c", "u", "d", "r", "t"]
+# A lake table's lag objective is also its alarm's period: CloudWatch allows at most one day.
+FreshnessMinutes = Annotated[int, Field(ge=5, le=1440)]
 # Names of aws_logs.RetentionDays members.
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
@@ -82,6 +84,9 @@ class TableConfig(_Model):
     lake: bool = True
     fanout: bool = False
     routing: FanOutRouting = Field(default_factory=FanOutRouting)
+    freshness_minutes: FreshnessMinutes | None = Field(
+        default=None, description="lake lag objective; default lake.freshness_minutes"
+    )
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> TableConfig:
@@ -95,6 +100,8 @@ class TableConfig(_Model):
             raise ValueError("primary_key lists a column twice")
         if not (self.lake or self.fanout):
             raise ValueError("table goes nowhere: set lake and/or fanout to true")
+        if self.freshness_minutes is not None and not self.lake:
+            raise ValueError("freshness_minutes is the lake's objective: the table has lake: false")
         return self
 
     @property
@@ -210,6 +217,14 @@ class LakeConfig(_Model):
     change_file_expiration_days: int = Field(default=30, ge=1)
     quarantine_expiration_days: int = Field(default=90, ge=1)
     glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
+    freshness_minutes: FreshnessMinutes = Field(
+        default=60,
+        description="lag objective of every lake table (its alarm), unless the table sets one",
+    )
+
+    def freshness_of(self, table: TableConfig) -> int:
+        """Minutes the table may lag its source before its alarm fires."""
+        return table.freshness_minutes or self.freshness_minutes
 
 
 class MskConfig(_Model):
@@ -236,6 +251,13 @@ class ConnectConfig(_Model):
     flush_size: int = Field(default=10000, ge=1)
     rotate_interval_ms: int = Field(default=60000, ge=1000)
     heartbeat_interval_ms: int = Field(default=60000, ge=1000)
+    connectors_deployed: bool = Field(
+        default=True,
+        description=(
+            "false removes both connectors and keeps their offsets: the first of the two "
+            "deploys of a plugin or worker upgrade (docs/connectors.md)"
+        ),
+    )
 
 
 class KinesisConfig(_Model):

@@ -5,11 +5,19 @@ Plugins are located by ``connect.debezium_plugin`` / ``connect.s3_sink_plugin``:
 asset and must exist (``connectors/package_plugins.sh`` builds it). Both connectors share one
 worker configuration whose offsets live in a named, compacted topic, so a replaced source
 connector resumes from its last LSN instead of re-snapshotting.
+
+CloudFormation replaces a plugin, a worker configuration or a connector whose plugin or worker
+configuration changed, and cannot replace a resource that keeps its name. Plugins and the worker
+configuration are therefore named by their content (version and a digest), so each upgrade is a
+new resource. Connectors keep fixed names, because Kafka Connect keys source offsets by connector
+name: an upgrade removes them in one deploy (``connect.connectors_deployed: false``) and creates
+them again, with the new plugin, in the next; docs/connectors.md has the walkthrough.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +60,8 @@ class PluginLocation:
     bucket_name: str
     key: str
     bucket_arn: str
+    #: What identifies the zip's content at synth time (the location, or the asset's hash).
+    content_id: str
 
 
 def plugin_location(scope: Construct, construct_id: str, location: str) -> PluginLocation:
@@ -60,7 +70,7 @@ def plugin_location(scope: Construct, construct_id: str, location: str) -> Plugi
         bucket, _, key = location[len("s3://") :].partition("/")
         if not bucket or not key:
             raise ValueError(f"plugin location {location!r} is not s3://bucket/key")
-        return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}")
+        return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}", location)
     path = Path(location)
     path = path if path.is_absolute() else REPO_ROOT / path
     if not path.is_file():
@@ -69,7 +79,9 @@ def plugin_location(scope: Construct, construct_id: str, location: str) -> Plugi
             "connectors/package_plugins.sh or set an s3://bucket/key location in config"
         )
     asset = s3_assets.Asset(scope, construct_id, path=str(path))
-    return PluginLocation(asset.s3_bucket_name, asset.s3_object_key, asset.bucket.bucket_arn)
+    return PluginLocation(
+        asset.s3_bucket_name, asset.s3_object_key, asset.bucket.bucket_arn, asset.asset_hash
+    )
 
 
 class KafkaConnectors(Construct):
@@ -172,22 +184,21 @@ class KafkaConnectors(Construct):
         self.debezium_plugin = self._plugin(
             "DebeziumPlugin",
             config.connect.debezium_plugin,
-            name=config.resource_name("debezium-postgres", _slug(versions.DEBEZIUM_VERSION)),
+            name_prefix=config.resource_name("debezium-postgres", _slug(versions.DEBEZIUM_VERSION)),
         )
         self.s3_sink_plugin = self._plugin(
             "S3SinkPlugin",
             config.connect.s3_sink_plugin,
-            name=config.resource_name("s3-sink", _slug(versions.CONFLUENT_S3_SINK_VERSION)),
+            name_prefix=config.resource_name("s3-sink", _slug(versions.CONFLUENT_S3_SINK_VERSION)),
         )
 
         # Worker configuration: offsets in a named compacted topic, the Secrets Manager provider.
+        worker = render_properties(worker_properties(config))
         self.worker_configuration = kafkaconnect.CfnWorkerConfiguration(
             self,
             "WorkerConfiguration",
-            name=config.resource_name("connect-worker"),
-            properties_file_content=base64.b64encode(
-                render_properties(worker_properties(config)).encode()
-            ).decode(),
+            name=config.resource_name("connect-worker", digest(worker)),
+            properties_file_content=base64.b64encode(worker.encode()).decode(),
             description="Named offsets topic and the Secrets Manager config provider",
         )
 
@@ -242,8 +253,12 @@ class KafkaConnectors(Construct):
             ),
         }
 
+        self.connectors: list[kafkaconnect.CfnConnector] = []
+        if not config.connect.connectors_deployed:
+            return
+
         # Debezium source: one task (a replication slot has one reader).
-        self.debezium_source = kafkaconnect.CfnConnector(
+        debezium_source = kafkaconnect.CfnConnector(
             self,
             "DebeziumSource",
             connector_name=connector_name(config, "debezium-source"),
@@ -259,7 +274,7 @@ class KafkaConnectors(Construct):
         )
 
         # S3 sink: change files in the layout the merge job reads.
-        self.s3_sink = kafkaconnect.CfnConnector(
+        s3_sink = kafkaconnect.CfnConnector(
             self,
             "S3Sink",
             connector_name=connector_name(config, "s3-sink"),
@@ -275,17 +290,19 @@ class KafkaConnectors(Construct):
         )
         # The role's policies must exist before a connector starts and resolves its secret
         # (a dependency on the role covers every resource under it, its policy included).
-        for connector in (self.debezium_source, self.s3_sink):
+        self.connectors = [debezium_source, s3_sink]
+        for connector in self.connectors:
             connector.node.add_dependency(self.role)
 
     def _plugin(
-        self, construct_id: str, location: str, *, name: str
+        self, construct_id: str, location: str, *, name_prefix: str
     ) -> kafkaconnect.CfnCustomPlugin:
         found = plugin_location(self, f"{construct_id}Asset", location)
+        # An asset's key is its content hash; an s3:// location is named by where it points.
         return kafkaconnect.CfnCustomPlugin(
             self,
             construct_id,
-            name=name,
+            name=f"{name_prefix}-{digest(found.content_id)}",
             content_type="ZIP",
             location=kafkaconnect.CfnCustomPlugin.CustomPluginLocationProperty(
                 s3_location=kafkaconnect.CfnCustomPlugin.S3LocationProperty(
@@ -304,6 +321,11 @@ class KafkaConnectors(Construct):
                 revision=plugin.attr_revision,
             )
         )
+
+
+def digest(text: str) -> str:
+    """Eight hex characters naming a content: short enough for MSK Connect's name limits."""
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def _slug(version: str) -> str:

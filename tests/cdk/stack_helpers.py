@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 ASSET_HASH = re.compile(r"[0-9a-f]{64}")
@@ -54,3 +55,20 @@ def strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for item in value for s in strings(item)]
     return [value] if isinstance(value, str) else []
+
+
+def synth_variant(env: str, role: str, **connect: Any) -> dict[str, Any]:
+    """One stack's template for ``env`` with ``connect`` settings overridden (a second synth,
+    so only for what the shared synth of the checked-in configs cannot show)."""
+    import aws_cdk as cdk
+
+    from cdclake.config import load_config
+    from stacks import build_stacks
+
+    config = load_config(env)
+    config = config.model_copy(update={"connect": config.connect.model_copy(update=connect)})
+    root = Path(__file__).resolve().parents[2]
+    context = json.loads((root / "cdk.json").read_text())["context"]
+    app = cdk.App(context={**context, "env": env})
+    stacks = build_stacks(app, config)
+    return dict(app.synth().get_stack_by_name(stacks[role].stack_name).template)

@@ -10,8 +10,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from stacks.components.kafka_connectors import PluginNotFound, plugin_location
-from tests.cdk.stack_helpers import normalized, only, resources, stable, strings
+from cdclake.config import load_config
+from connectors.configs import render_properties, worker_properties
+from stacks.components.kafka_connectors import PluginNotFound, digest, plugin_location
+from tests.cdk.stack_helpers import normalized, only, resources, stable, strings, synth_variant
 
 pytestmark = pytest.mark.cdk
 
@@ -19,6 +21,17 @@ pytestmark = pytest.mark.cdk
 @pytest.fixture(scope="module")
 def dev(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return synth("dev").template("capture")
+
+
+@pytest.fixture(scope="module")
+def upgrade_step(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """dev during the first deploy of a plugin upgrade: connectors removed, new Debezium zip."""
+    return synth_variant(
+        "dev",
+        "capture",
+        connectors_deployed=False,
+        debezium_plugin="s3://REPLACE-ME/plugins/debezium-connector-postgres-next.zip",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +92,41 @@ def test_capture_plugins_referenced_from_configured_s3_location(dev: dict[str, A
         "plugins/debezium-connector-postgres-2.7.4.Final.zip",
     ]
     assert all("REPLACE-ME" in str(p["Location"]["S3Location"]["BucketArn"]) for p in plugins)
+
+
+def _names(template: dict[str, Any], resource_type: str) -> set[str]:
+    return {props["Name"] for props in resources(template, resource_type).values()}
+
+
+def test_capture_plugin_upgrade_step_removes_connectors_and_keeps_the_rest(
+    upgrade_step: dict[str, Any],
+) -> None:
+    assert resources(upgrade_step, "AWS::KafkaConnect::Connector") == {}
+    assert len(resources(upgrade_step, "AWS::KafkaConnect::CustomPlugin")) == 2
+    assert len(resources(upgrade_step, "AWS::KafkaConnect::WorkerConfiguration")) == 1
+
+
+def test_capture_plugin_new_location_gets_new_name(
+    dev: dict[str, Any], upgrade_step: dict[str, Any]
+) -> None:
+    # A replaced resource with an unchanged name is what CloudFormation cannot create.
+    before = _names(dev, "AWS::KafkaConnect::CustomPlugin")
+    after = _names(upgrade_step, "AWS::KafkaConnect::CustomPlugin")
+    assert len(before - after) == 1 and len(after - before) == 1
+    assert all(name.startswith("cdclake-dev-debezium-postgres-") for name in after - before)
+
+
+def test_capture_worker_configuration_named_by_its_content(dev: dict[str, Any]) -> None:
+    content = render_properties(worker_properties(load_config("dev")))
+    assert _names(dev, "AWS::KafkaConnect::WorkerConfiguration") == {
+        f"cdclake-dev-connect-worker-{digest(content)}"
+    }
+
+
+def test_capture_connector_names_fixed_across_plugin_versions(dev: dict[str, Any]) -> None:
+    # Source offsets are keyed by connector name: a new name would snapshot everything again.
+    names = {p["ConnectorName"] for p in resources(dev, "AWS::KafkaConnect::Connector").values()}
+    assert names == {"cdclake-dev-debezium-source", "cdclake-dev-s3-sink"}
 
 
 def test_capture_worker_configuration_names_compacted_offsets_topic(dev: dict[str, Any]) -> None:
