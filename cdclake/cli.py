@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,9 @@ from rich.table import Table
 
 from cdclake.doctor import doctor
 from cdclake.local.cli import app as local_app
+from cdclake.quarantine import app as quarantine_app
+from cdclake.snapshot import snapshot
+from cdclake.status import status
 from cdclake.validate import validate
 
 app = typer.Typer(
@@ -27,7 +31,10 @@ app = typer.Typer(
 )
 app.command(name="doctor")(doctor)
 app.command(name="validate")(validate)
+app.command(name="status")(status)
+app.command(name="snapshot")(snapshot)
 app.add_typer(local_app, name="local")
+app.add_typer(quarantine_app, name="quarantine")
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",
@@ -123,6 +130,7 @@ def merge(
 
     if not 0 <= max_bad_fraction <= 1:
         _fail("--max-bad-fraction must be between 0 and 1", 2)
+    source_table = table
     if env is not None:
         target = _env_target(env, table)
         table, changes, warehouse = target.table, target.changes, target.warehouse
@@ -175,6 +183,7 @@ def merge(
         def on_stage(stage: str) -> None:
             progress.update(task, description=STAGE_LABELS.get(stage, stage), advance=1)
 
+        started = time.monotonic()
         try:
             result = run_merge(spark_factory, fs, sink, options, progress=on_stage)
         except (MergeError, CatalogSyncError) as exc:
@@ -183,6 +192,8 @@ def merge(
             _fail(str(exc), 2)
         except RuntimeError as exc:
             _fail(" ".join(str(exc).split()) or type(exc).__name__)
+    if env is not None:
+        _publish_metrics(env, source_table, result, time.monotonic() - started)
 
     if json_output:
         print(json.dumps(result.as_dict(), indent=2))
@@ -191,6 +202,21 @@ def merge(
         console.print(f"{table}: no new change files; nothing to do (version {result.version})")
         return
     _print_result(result)
+
+
+def _publish_metrics(env: str, table: str, result: Any, seconds: float) -> None:
+    """The run's lake metrics, as the Glue job publishes them, where a region is configured
+    (``AWS_REGION``, a profile; ``AWS_ENDPOINT_URL`` points boto3 at a local stand-in)."""
+    import boto3
+
+    from cdclake_merge.metrics import TableRun, publish
+
+    if boto3.session.Session().region_name is None:
+        return
+    run = TableRun.from_result(
+        result.as_dict(), environment=env, table=table, duration_seconds=seconds
+    )
+    publish(run)  # a failure is one logged line; the merge stands
 
 
 def _live_lines(sink: Any, state: Any, spark_factory: Any) -> list[str]:

@@ -9,7 +9,7 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --warehouse_path s3://…/warehouse/   --database <glue database>
     --record_key id[,id2]         --partition_fields ""|col[,col]
     --table_type COPY_ON_WRITE|MERGE_ON_READ   --quarantine_path s3://…/
-    --max_bad_fraction 0.01
+    --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 ARGUMENTS = (
@@ -32,8 +33,10 @@ ARGUMENTS = (
     "table_type",
     "quarantine_path",
     "max_bad_fraction",
+    "environment",
 )
-OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE"}
+# Without --environment the run publishes no metrics (a laptop run, an older job definition).
+OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE", "environment": ""}
 
 
 def parse_arguments(argv: list[str]) -> dict[str, str]:
@@ -73,11 +76,13 @@ def build_session(args: dict[str, str]) -> tuple[Any, Any]:
 def main(argv: list[str]) -> int:
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, MergeOptions, run_merge
+    from cdclake_merge.metrics import TableRun, publish
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import filesystem_for
 
     args = parse_arguments(argv)
     spark, job = build_session(args)
+    started = time.monotonic()
     table = f"{args['database']}.{args['table'].replace('.', '_')}"
     options = MergeOptions(
         table=table,
@@ -104,6 +109,16 @@ def main(argv: list[str]) -> int:
         print(f"cdclake merge failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"cdclake_merge": result.as_dict()}))
+    if args.get("environment"):
+        # After the commit, so a CloudWatch outage costs a datapoint, never a merge.
+        publish(
+            TableRun.from_result(
+                result.as_dict(),
+                environment=args["environment"],
+                table=args["table"],
+                duration_seconds=time.monotonic() - started,
+            )
+        )
     if job is not None:
         job.commit()
     return 0

@@ -78,6 +78,7 @@ class LakeStack(cdk.Stack):
             assets_bucket=self.storage.assets_bucket,
             encryption_key=self.encryption_key,
             glue_database=self.glue_database,
+            environment=config.env,
         )
         for job in self.merge_jobs.jobs.values():
             job.add_dependency(database)
@@ -233,7 +234,8 @@ class LakeStack(cdk.Stack):
             log_groups: "Glue names its log groups per security configuration and role "
             "under /aws-glue/",
             f"{log_groups}:log-stream:*": "Glue creates one log stream per job run",
-            "*": "cloudwatch:PutMetricData has no resource; limited to the Glue namespace",
+            "*": "cloudwatch:PutMetricData has no resource; limited to the Glue and "
+            "CdcLake namespaces",
             f"{arn_of(self.change_bucket)}/{TOPICS_DIR}/{self.config.prefix}.*": "Change files of "
             "this environment's topics, one folder per table and partition",
             f"{arn_of(self.storage.assets_bucket)}/spark-logs/*": "Spark UI event logs",

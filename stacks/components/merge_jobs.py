@@ -14,6 +14,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from cdclake.config import LakeConfig, TableConfig
+from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
@@ -36,6 +37,7 @@ class MergeJobs(Construct):
     ``change_folders`` holds each table's folder of change files in ``change_bucket`` (by table
     name: ``topics/<topic>``, where the S3 sink writes). ``role`` has only what every job needs
     (its scripts, logs, metrics); the composing stack grants the buckets and the catalog.
+    ``environment`` names the Environment dimension of the lake metrics each run publishes.
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class MergeJobs(Construct):
         assets_bucket: s3.IBucket,
         encryption_key: kms.IKey,
         glue_database: str,
+        environment: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -126,7 +129,8 @@ class MergeJobs(Construct):
                 sid="JobMetrics",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+                # Glue's job metrics, and the lake freshness each run publishes.
+                conditions={"StringEquals": {"cloudwatch:namespace": ["Glue", METRICS_NAMESPACE]}},
             )
         )
         encryption_key.grant(self.role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
@@ -177,6 +181,7 @@ class MergeJobs(Construct):
                     ),
                     "--format": "hudi",
                     "--max_bad_fraction": str(job_config.max_bad_fraction),
+                    "--environment": environment,
                     # Glue's own.
                     "--datalake-formats": "hudi",
                     "--conf": SPARK_CONF,

@@ -228,7 +228,9 @@ def test_lake_job_role_least_privilege(env: Any) -> None:
     for statement in statements:
         if "*" in as_list(statement["Resource"]):
             assert as_list(statement["Action"]) == ["cloudwatch:PutMetricData"]
-            assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Glue"}}
+            assert statement["Condition"] == {
+                "StringEquals": {"cloudwatch:namespace": ["Glue", "CdcLake"]}
+            }
     glue_resources = [
         render(env, r)
         for s in statements
