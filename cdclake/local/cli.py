@@ -45,12 +45,19 @@ def up(
     env: EnvOption = "local",
     state_dir: StateOption = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for RUNNING")] = 300.0,
+    fanout: Annotated[
+        bool,
+        typer.Option(
+            "--fanout",
+            help="also Debezium Server, Kinesis, the fan-out handler, EventBridge and SQS",
+        ),
+    ] = False,
 ) -> None:
     """Start (or resume) the stack and wait until both connectors are RUNNING."""
     stack = _stack(env, state_dir)
     try:
         with console.status("starting") as spinner:
-            stack.up(timeout=timeout, progress=lambda step: spinner.update(step))
+            stack.up(timeout=timeout, progress=lambda step: spinner.update(step), fanout=fanout)
     except StackError as exc:
         # What did start keeps running for a look at its log; `down` stops it.
         _fail(StackError(f"{exc}\n(what started is still running: cdclake local down stops it)"))
@@ -58,6 +65,8 @@ def up(
     console.print(f"[green]up[/green]: connectors RUNNING; logs in {stack.root / 'logs'}")
     for key in ("postgres_dsn", "kafka_bootstrap", "connect_url", "s3_endpoint", "changes_uri"):
         console.print(f"  {key}: {status[key]}", highlight=False)
+    for name, consumer in status.get("consumers", {}).items():
+        console.print(f"  consumer {name}: {consumer['queue_url']}", highlight=False)
 
 
 @app.command()

@@ -36,6 +36,7 @@ import boto3
 from pg8000.native import Connection, DatabaseError, InterfaceError, identifier, literal
 
 from cdclake.config import EnvironmentConfig, load_config
+from cdclake.local import fanout as local_fanout
 from cdclake.local import processes
 from cdclake.local.connect import (
     ConnectClient,
@@ -90,6 +91,7 @@ class State:
     ports: dict[str, int] = field(default_factory=dict)
     processes: dict[str, Tracked] = field(default_factory=dict)
     bucket: str = ""
+    fanout: bool = False
 
     def to_json(self) -> str:
         return json.dumps(
@@ -98,6 +100,7 @@ class State:
                 "ports": self.ports,
                 "processes": {k: v.to_dict() for k, v in self.processes.items()},
                 "bucket": self.bucket,
+                "fanout": self.fanout,
             },
             indent=2,
             sort_keys=True,
@@ -111,6 +114,7 @@ class State:
             ports={k: int(v) for k, v in raw["ports"].items()},
             processes={k: Tracked.from_dict(v) for k, v in raw["processes"].items()},
             bucket=raw["bucket"],
+            fanout=bool(raw.get("fanout", False)),
         )
 
 
@@ -230,15 +234,22 @@ class LocalStack:
     # -- up ------------------------------------------------------------------------------
 
     def up(
-        self, *, timeout: float = 300.0, progress: Callable[[str], None] = lambda _: None
+        self,
+        *,
+        timeout: float = 300.0,
+        progress: Callable[[str], None] = lambda _: None,
+        fanout: bool = False,
     ) -> State:
-        """Start whatever is not running, (re)configure the connectors, wait for RUNNING."""
+        """Start whatever is not running, (re)configure the connectors, wait for RUNNING.
+
+        ``fanout`` (kept for later ``up``s) adds the fan-out: ``cdclake.local.fanout``.
+        """
         state = self.load_state()
         if state is not None and state.env != self.env:
             raise StackError(f"{self.root} holds a stack for env {state.env!r}; run down first")
         if state is None:
             state = State(env=self.env, bucket=f"{self.config.prefix}-changes")
-        for name in PROCESS_ORDER:
+        for name in (*PROCESS_ORDER, *local_fanout.FANOUT_PROCESSES):
             if name in state.processes and not processes.is_running(state.processes[name]):
                 del state.processes[name]
         for name in ("moto", "postgres", "kafka", "connect"):
@@ -275,6 +286,10 @@ class LocalStack:
             self.apply_connectors(state)
             progress("waiting for connectors to report RUNNING")
             self.wait_running(state, timeout=timeout)
+            if fanout or state.fanout:
+                state.fanout = True
+                self._save(state)
+                local_fanout.start(self, state, timeout=timeout, progress=progress)
         except BaseException:
             self._save(state)
             raise
@@ -648,8 +663,9 @@ class LocalStack:
                     }
                 except Exception as exc:
                     connectors[name] = {"state": f"unknown ({exc.__class__.__name__})"}
+        expected = (*PROCESS_ORDER, *(local_fanout.FANOUT_PROCESSES if state.fanout else ()))
         return {
-            "up": bool(running) and all(running.get(n, False) for n in PROCESS_ORDER),
+            "up": bool(running) and all(running.get(n, False) for n in expected),
             "env": state.env,
             "state_dir": str(self.root),
             "postgres_dsn": (
@@ -668,6 +684,7 @@ class LocalStack:
                 for name, p in state.processes.items()
             },
             "connectors": connectors,
+            **(local_fanout.status(self, state) if state.fanout else {}),
         }
 
     # -- reconcile -----------------------------------------------------------------------
@@ -725,7 +742,7 @@ class LocalStack:
         stopped: list[str] = []
         if state is not None:
             errors = []
-            for name in reversed(PROCESS_ORDER):
+            for name in (*reversed(local_fanout.FANOUT_PROCESSES), *reversed(PROCESS_ORDER)):
                 proc = state.processes.get(name)
                 if proc is None:
                     continue

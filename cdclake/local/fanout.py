@@ -1,0 +1,612 @@
+"""The fan-out beside the local stack (``cdclake local up --fanout``).
+
+Adds to the capture stack: on the moto server, what the fan-out stack declares for the
+environment (one Kinesis stream per fan-out table, the bus and its archive, per consumer a
+rule, a queue, its dead-letter queue and a delivery dead-letter queue, the Connection and API
+destination of an HTTP consumer, the claim-check bucket, the failed-records queue); Debezium
+Server, from the distribution in ``jvm/lib/debezium-server``, with the environment the ECS task
+definition gets (``connectors.configs``), changed only in ``server_overrides``; and the fan-out
+handler driven as Lambda's event source mapping drives it (``cdclake.local.event_source``).
+
+Names, patterns, queue settings and routes come from the functions and constants the CDK
+constructs use (imported from ``stacks.components``, which starts CDK's jsii runtime: only
+``up`` pays for it). Physical names are CloudFormation's in AWS; here they are
+``config.resource_name(...)``, and each stream is named after its Debezium topic.
+
+State folder additions::
+
+    fanout/plan.json          what the event-source driver runs with (no secrets)
+    fanout/checkpoints.json   the mapping's position in each shard
+    fanout/offsets.dat        Debezium Server's offsets (EFS in the task)
+    fanout/debezium-server.env.json  Debezium Server's environment as started (no secrets)
+    secrets/<consumer>.api-key       an HTTP consumer's API key (0600; also in moto's secrets)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sys
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import requests
+
+from cdclake.config import ConsumerConfig, EnvironmentConfig
+from cdclake.local import processes
+from cdclake.local.event_source import MappingSettings
+from cdclake.local.processes import StackError, Tracked
+from connectors.configs import (
+    DatabaseEndpoint,
+    debezium_server_properties,
+    environment_variables,
+    topic_name,
+)
+
+if TYPE_CHECKING:
+    from cdclake.local.stack import LocalStack, State
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVER_LIB = REPO_ROOT / "jvm" / "lib" / "debezium-server"
+#: Processes of the fan-out, in start order (``down`` stops them before the capture stack).
+FANOUT_PROCESSES = ("debezium-server", "fanout-lambda")
+FUNCTION_NAME = "fanout"
+
+# The fan-out function's event source mapping and environment, as ``FanOut`` declares them
+# (stacks/components/fan_out.py passes these as literals; kept equal by
+# tests/fanout_e2e/test_fanout_configs.py, which reads the synthesized construct).
+MAPPING = MappingSettings(
+    batch_size=100,
+    batching_window_s=1.0,
+    bisect_on_error=True,
+    retry_attempts=5,
+    max_record_age_s=6 * 3600,
+    report_batch_item_failures=True,
+    starting_position="TRIM_HORIZON",
+)
+PUT_EVENTS_MAX_ATTEMPTS = "4"
+PUT_EVENTS_BACKOFF_SECONDS = "0.2"
+FAILED_RECORDS_RETENTION_S = 14 * 24 * 3600
+
+
+def cdk_components() -> tuple[ModuleType, ModuleType, ModuleType]:
+    """``stacks.components``' debezium_server, event_consumers, fan_out (starts jsii)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from stacks.components import debezium_server, event_consumers, fan_out
+
+    return debezium_server, event_consumers, fan_out
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def stream_names(config: EnvironmentConfig) -> dict[str, str]:
+    """Table -> local Kinesis stream: the table's Debezium topic (CloudFormation's name in AWS)."""
+    return {t.name: topic_name(config, t) for t in config.fanout_tables}
+
+
+def bus_name(config: EnvironmentConfig) -> str:
+    return config.resource_name("changes")  # ChangeEventBus's name and archive name
+
+
+def claim_check_bucket(config: EnvironmentConfig) -> str:
+    return config.resource_name("claim-checks")
+
+
+def failure_queue_name(config: EnvironmentConfig) -> str:
+    return config.resource_name("fanout-failed-records")
+
+
+@dataclass(frozen=True)
+class ConsumerNames:
+    queue: str
+    dead_letters: str
+    delivery_dead_letters: str
+    rule: str
+    connection: str
+    api_destination: str
+
+
+def consumer_names(config: EnvironmentConfig, consumer: ConsumerConfig) -> ConsumerNames:
+    def name(*parts: str) -> str:
+        return config.resource_name(consumer.name, *parts)
+
+    return ConsumerNames(
+        queue=name(),
+        dead_letters=name("dlq"),
+        delivery_dead_letters=name("delivery-dlq"),
+        rule=name(),
+        connection=name(),
+        api_destination=name(),
+    )
+
+
+def secret_name(secret_arn: str) -> str:
+    """``arn:...:secret:<name>-<6 chars>`` -> ``<name>`` (Secrets Manager's random suffix)."""
+    resource = secret_arn.split(":secret:", 1)[1]
+    return re.sub(r"-[A-Za-z0-9]{6}$", "", resource)
+
+
+# -- Debezium Server ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerEndpoints:
+    postgres_port: int
+    aws_endpoint: str
+    http_port: int
+    offsets_file: str
+
+
+def server_overrides(config: EnvironmentConfig) -> dict[str, str]:
+    """Environment variables the local Debezium Server gets differently from the ECS task."""
+    overrides = {
+        "DEBEZIUM_SOURCE_DATABASE_HOSTNAME": "endpoint",
+        "DEBEZIUM_SOURCE_DATABASE_PORT": "endpoint",
+        "DEBEZIUM_SOURCE_DATABASE_SSLMODE": "endpoint (the local server has no TLS certificate)",
+        "DEBEZIUM_SOURCE_OFFSET_STORAGE_FILE_FILENAME": "offsets path (state folder, not EFS)",
+        "DEBEZIUM_SINK_KINESIS_ENDPOINT": "endpoint (moto; added)",
+        "QUARKUS_HTTP_PORT": "endpoint (a free port; the task's is 8080)",
+    }
+    for index in range(len(config.fanout_tables)):
+        overrides[f"DEBEZIUM_TRANSFORMS_STREAM{index}_REPLACEMENT"] = (
+            "endpoint (stream name: CloudFormation's in AWS, the topic name here)"
+        )
+    return overrides
+
+
+def task_environment(
+    config: EnvironmentConfig,
+    *,
+    database: DatabaseEndpoint,
+    offsets_file: str,
+    streams: dict[str, str],
+) -> dict[str, str]:
+    """The container environment ``DebeziumServer`` gives the ECS task (streams: topic -> name)."""
+    debezium_server, _, _ = cdk_components()
+    properties = debezium_server.stream_routes(
+        debezium_server_properties(config, database=database, offsets_file=offsets_file), streams
+    )
+    result: dict[str, str] = environment_variables(properties)
+    return result
+
+
+def server_environment(config: EnvironmentConfig, endpoints: ServerEndpoints) -> dict[str, str]:
+    """The task's environment with only ``server_overrides`` changed (no secrets in it)."""
+    database = DatabaseEndpoint(
+        hostname="127.0.0.1",
+        port=endpoints.postgres_port,
+        dbname=config.database.name,
+        secret_arn="local",
+    )
+    topics = {topic_name(config, config.table(t)): s for t, s in stream_names(config).items()}
+    env = task_environment(
+        config, database=database, offsets_file=endpoints.offsets_file, streams=topics
+    )
+    env["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] = "disable"
+    env["DEBEZIUM_SINK_KINESIS_ENDPOINT"] = endpoints.aws_endpoint
+    env["QUARKUS_HTTP_PORT"] = str(endpoints.http_port)
+    return env
+
+
+def server_home() -> Path:
+    """Debezium Server unpacked from the distribution ``make setup`` resolved (once)."""
+    archives = sorted(SERVER_LIB.glob("debezium-server-dist-*.tar.gz"))
+    if not archives:
+        raise StackError(
+            f"{SERVER_LIB} has no debezium-server-dist-*.tar.gz; resolve it with "
+            "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (part of `make setup`)"
+        )
+    archive = archives[-1]
+    version = archive.name.removeprefix("debezium-server-dist-").removesuffix(".tar.gz")
+    home = SERVER_LIB / f"debezium-server-{version}"
+    marker = home / ".unpacked"
+    if marker.exists():
+        return home
+    staging = SERVER_LIB / f".unpacking-{os.getpid()}"
+    with tarfile.open(archive) as tar:
+        # Cassandra's connectors (connectors/) are not needed; lib/ has PostgreSQL and Kinesis.
+        members = [
+            m
+            for m in tar.getmembers()
+            if m.name.startswith("debezium-server/")
+            and not m.name.startswith("debezium-server/connectors/")
+        ]
+        tar.extractall(staging, members=members, filter="data")
+    if home.exists():
+        import shutil
+
+        shutil.rmtree(home)
+    (staging / "debezium-server").rename(home)
+    staging.rmdir()
+    if not any((home / "lib").glob("debezium-server-kinesis-*.jar")):
+        raise StackError(f"{archive.name} has no Kinesis sink (lib/debezium-server-kinesis-*.jar)")
+    marker.touch()
+    return home
+
+
+# -- AWS side on moto ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    endpoint: str
+    region: str
+    credentials: dict[str, str]
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=self.credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.credentials["AWS_SECRET_ACCESS_KEY"],
+        )
+
+
+def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return url, arn
+
+
+def provision(config: EnvironmentConfig, aws: AwsClients, secrets_dir: Path) -> dict[str, Any]:
+    """Create (idempotently) what the fan-out stack declares; return names, URLs and ARNs."""
+    _, consumers_module, fan_out = cdk_components()
+    kinesis, sqs, events, s3, secretsmanager = (
+        aws.client(s) for s in ("kinesis", "sqs", "events", "s3", "secretsmanager")
+    )
+    existing_streams = set(kinesis.list_streams()["StreamNames"])
+    for stream in stream_names(config).values():
+        if stream in existing_streams:
+            continue
+        if config.kinesis.mode == "ON_DEMAND":
+            kinesis.create_stream(StreamName=stream, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+        else:
+            kinesis.create_stream(StreamName=stream, ShardCount=config.kinesis.shards)
+        if config.kinesis.retention_hours > 24:
+            kinesis.increase_stream_retention_period(
+                StreamName=stream, RetentionPeriodHours=config.kinesis.retention_hours
+            )
+
+    bucket = claim_check_bucket(config)
+    if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+        s3.create_bucket(Bucket=bucket)
+    failure_url, _ = _queue(
+        sqs,
+        failure_queue_name(config),
+        {"MessageRetentionPeriod": str(FAILED_RECORDS_RETENTION_S)},
+    )
+
+    bus = bus_name(config)
+    if bus not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
+        events.create_event_bus(Name=bus)
+    bus_arn = events.describe_event_bus(Name=bus)["Arn"]
+    archives = {a["ArchiveName"] for a in events.list_archives().get("Archives", [])}
+    if bus not in archives:
+        sources = sorted({t.event_source for t in config.fanout_tables})
+        events.create_archive(
+            ArchiveName=bus,
+            EventSourceArn=bus_arn,
+            EventPattern=json.dumps({"source": sources or ["cdc"]}),
+            RetentionDays=config.fanout.archive_retention_days,
+        )
+
+    target_policy = {
+        "RetryPolicy": {
+            "MaximumRetryAttempts": consumers_module.TARGET_RETRIES,
+            "MaximumEventAgeInSeconds": int(consumers_module.TARGET_MAX_AGE.to_seconds()),
+        }
+    }
+    consumers: dict[str, Any] = {}
+    for consumer in config.fanout.consumers:
+        names = consumer_names(config, consumer)
+        dlq_url, dlq_arn = _queue(
+            sqs,
+            names.dead_letters,
+            {
+                "MessageRetentionPeriod": str(
+                    int(consumers_module.DEAD_LETTER_RETENTION.to_seconds())
+                )
+            },
+        )
+        queue_url, queue_arn = _queue(
+            sqs,
+            names.queue,
+            {
+                "MessageRetentionPeriod": str(int(consumers_module.QUEUE_RETENTION.to_seconds())),
+                "VisibilityTimeout": str(6 * consumer.consumer_timeout_seconds),
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": consumers_module.MAX_RECEIVES,
+                    }
+                ),
+            },
+        )
+        delivery_url, delivery_arn = _queue(
+            sqs,
+            names.delivery_dead_letters,
+            {
+                "MessageRetentionPeriod": str(
+                    int(consumers_module.DEAD_LETTER_RETENTION.to_seconds())
+                )
+            },
+        )
+        rendered = consumers_module.event_pattern(config, consumer)
+        pattern = {
+            "source": list(rendered.source),
+            "detail-type": list(rendered.detail_type),
+            "detail": dict(rendered.detail),
+        }
+        events.put_rule(
+            Name=names.rule,
+            EventBusName=bus,
+            EventPattern=json.dumps(pattern),
+            State="ENABLED",
+            Description=f"{consumer.name}: {', '.join(consumer.tables)} ({''.join(consumer.ops)})",
+        )
+        targets = [
+            {
+                "Id": "queue",
+                "Arn": queue_arn,
+                "DeadLetterConfig": {"Arn": delivery_arn},
+                **target_policy,
+            }
+        ]
+        entry: dict[str, Any] = {
+            "queue_url": queue_url,
+            "queue_arn": queue_arn,
+            "dead_letter_queue_url": dlq_url,
+            "delivery_dead_letter_queue_url": delivery_url,
+            "rule": names.rule,
+            "event_pattern": pattern,
+        }
+        if consumer.http is not None:
+            entry["http"] = _http_consumer(
+                consumer, names, events, secretsmanager, secrets_dir, consumers_module
+            )
+            targets.append(
+                {
+                    "Id": "api",
+                    "Arn": entry["http"]["api_destination_arn"],
+                    "DeadLetterConfig": {"Arn": delivery_arn},
+                    **target_policy,
+                }
+            )
+        events.put_targets(Rule=names.rule, EventBusName=bus, Targets=targets)
+        consumers[consumer.name] = entry
+
+    routes = fan_out.routes(config)
+    return {
+        "bus": bus,
+        "bus_arn": bus_arn,
+        "streams": stream_names(config),
+        "claim_check_bucket": bucket,
+        "failure_queue_url": failure_url,
+        "routes": routes,
+        "consumers": consumers,
+    }
+
+
+def _http_consumer(
+    consumer: ConsumerConfig,
+    names: ConsumerNames,
+    events: Any,
+    secretsmanager: Any,
+    secrets_dir: Path,
+    consumers_module: ModuleType,
+) -> dict[str, Any]:
+    """The consumer's secret (made once, kept 0600), Connection and API destination."""
+    http = consumer.http
+    assert http is not None
+    if http.auth != "api_key":
+        raise StackError(
+            f"fanout.consumers {consumer.name}: the local stack supports auth: api_key only"
+        )
+    key_file = secrets_dir / f"{consumer.name}.api-key"
+    if not key_file.exists():
+        secrets_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(24))
+    api_key = key_file.read_text().strip()
+    name = secret_name(http.secret_arn)
+    listed = secretsmanager.list_secrets(Filters=[{"Key": "name", "Values": [name]}])
+    if not any(s["Name"] == name for s in listed.get("SecretList", [])):
+        secretsmanager.create_secret(Name=name, SecretString=json.dumps({"api_key": api_key}))
+    known = {c["Name"] for c in events.list_connections().get("Connections", [])}
+    if names.connection not in known:
+        events.create_connection(
+            Name=names.connection,
+            Description=f"{consumer.name} endpoint",
+            AuthorizationType="API_KEY",
+            AuthParameters={
+                "ApiKeyAuthParameters": {
+                    "ApiKeyName": consumers_module.API_KEY_HEADER,
+                    "ApiKeyValue": api_key,
+                }
+            },
+        )
+    connection_arn = events.describe_connection(Name=names.connection)["ConnectionArn"]
+    destinations = {d["Name"] for d in events.list_api_destinations().get("ApiDestinations", [])}
+    if names.api_destination not in destinations:
+        events.create_api_destination(
+            Name=names.api_destination,
+            Description=f"{consumer.name} endpoint",
+            ConnectionArn=connection_arn,
+            InvocationEndpoint=http.endpoint,
+            HttpMethod=http.method,
+            InvocationRateLimitPerSecond=http.rate_per_second,
+        )
+    destination = events.describe_api_destination(Name=names.api_destination)
+    return {
+        "connection": names.connection,
+        "connection_arn": connection_arn,
+        "api_destination": names.api_destination,
+        "api_destination_arn": destination["ApiDestinationArn"],
+        "secret": name,
+        "endpoint": http.endpoint,
+    }
+
+
+# -- the stack hooks -------------------------------------------------------------------------
+
+
+def _aws(stack: LocalStack, state: State) -> AwsClients:
+    from cdclake.local.stack import AWS_ENV
+
+    return AwsClients(
+        endpoint=f"http://127.0.0.1:{state.ports['moto']}",
+        region=stack.config.region,
+        credentials=AWS_ENV,
+    )
+
+
+def start(
+    stack: LocalStack, state: State, *, timeout: float, progress: Callable[[str], None]
+) -> None:
+    """Provision the AWS side, then start Debezium Server and the Lambda driver if not running."""
+    from cdclake.local.stack import AWS_ENV, JVM_OPTS, java_binary
+
+    folder = stack.root / "fanout"
+    folder.mkdir(parents=True, exist_ok=True)
+    aws = _aws(stack, state)
+    progress("creating the fan-out's streams, bus, rules and queues on moto")
+    resources = provision(stack.config, aws, stack.root / "secrets")
+    (folder / "resources.json").write_text(json.dumps(resources, indent=2, sort_keys=True))
+    port = state.ports.get("debezium-server")
+    if "debezium-server" not in state.processes and (port is None or processes.port_open(port)):
+        state.ports["debezium-server"] = processes.free_port()
+    stack._save(state)
+
+    if "debezium-server" not in state.processes:
+        progress("starting Debezium Server")
+        home = server_home()
+        endpoints = ServerEndpoints(
+            postgres_port=state.ports["postgres"],
+            aws_endpoint=aws.endpoint,
+            http_port=state.ports["debezium-server"],
+            offsets_file=str(folder / "offsets.dat"),
+        )
+        env = server_environment(stack.config, endpoints)
+        (folder / "debezium-server.env.json").write_text(json.dumps(env, indent=2, sort_keys=True))
+        user, password = stack._credentials()
+        runner = next(home.glob("debezium-server-dist-*-runner.jar"))
+        proc = processes.spawn(
+            "debezium-server",
+            [
+                java_binary(),
+                *JVM_OPTS,
+                # The AWS SDK's default wire format for Kinesis is CBOR, which moto does not
+                # read (it answers 500); JSON is the same API.
+                "-Daws.cborEnabled=false",
+                "-cp",
+                f"{runner}:{home / 'conf'}:{home / 'lib'}/*",
+                "io.debezium.server.Main",
+            ],
+            log=stack._log("debezium-server"),
+            cwd=folder,
+            env={
+                **os.environ,
+                **env,
+                **AWS_ENV,
+                # What ECS injects from Secrets Manager as the task's `secrets`.
+                "DEBEZIUM_SOURCE_DATABASE_USER": user,
+                "DEBEZIUM_SOURCE_DATABASE_PASSWORD": password,
+            },
+        )
+        state.processes["debezium-server"] = proc
+        stack._save(state)
+        processes.wait_for(
+            "Debezium Server health",
+            lambda: _healthy(state.ports["debezium-server"]),
+            timeout=timeout,
+            proc=proc,
+        )
+
+    if "fanout-lambda" not in state.processes:
+        progress("starting the fan-out handler's event source mapping")
+        plan = {
+            "endpoint": aws.endpoint,
+            "region": aws.region,
+            "streams": sorted(resources["streams"].values()),
+            "mapping": MAPPING.to_dict(),
+            "failure_queue_url": resources["failure_queue_url"],
+            "function_name": stack.config.resource_name(FUNCTION_NAME),
+            "function_arn": (
+                f"arn:aws:lambda:{aws.region}:{stack.config.account}:function:"
+                f"{stack.config.resource_name(FUNCTION_NAME)}"
+            ),
+            "checkpoints": str(folder / "checkpoints.json"),
+            "function_environment": {
+                **AWS_ENV,
+                "AWS_DEFAULT_REGION": aws.region,
+                "AWS_ENDPOINT_URL": aws.endpoint,
+                "EVENT_BUS_NAME": resources["bus"],
+                "ROUTES": json.dumps(resources["routes"], separators=(",", ":"), sort_keys=True),
+                "CLAIM_CHECK_BUCKET": resources["claim_check_bucket"],
+                "CLAIM_CHECK_THRESHOLD_BYTES": str(stack.config.fanout.claim_check_threshold_bytes),
+                "PUT_EVENTS_MAX_ATTEMPTS": PUT_EVENTS_MAX_ATTEMPTS,
+                "PUT_EVENTS_BACKOFF_SECONDS": PUT_EVENTS_BACKOFF_SECONDS,
+                "POWERTOOLS_SERVICE_NAME": "fanout",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+            },
+        }
+        plan_file = folder / "plan.json"
+        plan_file.write_text(json.dumps(plan, indent=2, sort_keys=True))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).strip(
+            os.pathsep
+        )
+        proc = processes.spawn(
+            "fanout-lambda",
+            [sys.executable, "-m", "cdclake.local.event_source", str(plan_file)],
+            log=stack._log("fanout-lambda"),
+            env=env,
+            cwd=REPO_ROOT,
+        )
+        state.processes["fanout-lambda"] = proc
+        stack._save(state)
+
+
+def _healthy(port: int) -> bool:
+    response = requests.get(f"http://127.0.0.1:{port}/q/health", timeout=5)
+    return response.status_code == 200 and response.json().get("status") == "UP"
+
+
+def status(stack: LocalStack, state: State) -> dict[str, Any]:
+    """``status --json`` additions: the moto endpoint and each consumer's queue URL."""
+    resources_file = stack.root / "fanout" / "resources.json"
+    resources = json.loads(resources_file.read_text()) if resources_file.exists() else {}
+    return {
+        "aws_endpoint": f"http://127.0.0.1:{state.ports['moto']}",
+        "event_bus": resources.get("bus"),
+        "kinesis_streams": resources.get("streams", {}),
+        "failed_records_queue_url": resources.get("failure_queue_url"),
+        "consumers": {
+            name: {"queue_url": c["queue_url"], "dead_letter_queue_url": c["dead_letter_queue_url"]}
+            for name, c in resources.get("consumers", {}).items()
+        },
+        "debezium_server_health": (
+            f"http://127.0.0.1:{state.ports['debezium-server']}/q/health"
+            if "debezium-server" in state.ports
+            else None
+        ),
+    }
+
+
+def tracked(state: State) -> list[Tracked]:
+    return [state.processes[n] for n in FANOUT_PROCESSES if n in state.processes]
