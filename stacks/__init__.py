@@ -11,6 +11,7 @@ from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack
 from stacks.lake_stack import LakeStack
 from stacks.network_stack import NetworkStack
+from stacks.operations_stack import OperationsStack
 
 
 def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack]:
@@ -37,6 +38,16 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
     fanout = FanOutStack(
         app, stack_id("FanOut"), config=config, vpc=network.vpc, database=database, env=env
     )
+    operations = OperationsStack(
+        app,
+        stack_id("Operations"),
+        config=config,
+        database=database,
+        lake=lake,
+        capture=capture,
+        fanout=fanout,
+        env=env,
+    )
 
     # Security gate: every AwsSolutions finding fails synth unless suppressed with a reason.
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
@@ -46,4 +57,5 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
         "lake": lake,
         "capture": capture,
         "fanout": fanout,
+        "operations": operations,
     }

@@ -13,7 +13,8 @@ def test_app_environment_synthesizes_every_stack(synth, env: str) -> None:  # ty
     names = {s.stack_name for s in result.assembly.stacks}
     prefix = result.config.prefix.title().replace("-", "")
     assert names == {
-        f"{prefix}{role}" for role in ("Network", "Database", "Lake", "Capture", "FanOut")
+        f"{prefix}{role}"
+        for role in ("Network", "Database", "Lake", "Capture", "FanOut", "Operations")
     }
 
 

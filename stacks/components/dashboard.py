@@ -1,0 +1,341 @@
+"""One CloudWatch dashboard per environment: the whole path from the database to the lake.
+
+Rows follow a change: lake freshness first (the question operators ask), then the merge jobs,
+the database and its replication slots, MSK and MSK Connect, and the fan-out path (Kinesis,
+the Lambda, EventBridge rules and every dead-letter queue). Each graph uses the metric names
+and dimensions the service publishes:
+
+* RDS ``AWS/RDS``: ``OldestReplicationSlotLag``, ``TransactionLogsDiskUsage``, ``CPUUtilization``
+  by ``DBClusterIdentifier`` and ``Role=WRITER`` (follows a failover).
+* MSK ``AWS/Kafka``: consumer lag (``MaxOffsetLag``, ``EstimatedMaxTimeLag``) by ``Cluster Name``,
+  ``Consumer Group`` and ``Topic``; ``KafkaDataLogsDiskUsed`` by ``Cluster Name`` and
+  ``Broker ID``. MSK Connect ``AWS/KafkaConnect``: ``RunningTaskCount``, ``ErroredTaskCount`` by
+  ``ConnectorName`` (it publishes no connector state; a failed task is an errored one).
+* Kinesis ``GetRecords.IteratorAgeMilliseconds``; Lambda ``Errors``, ``Throttles``,
+  ``IteratorAge`` and ``DestinationDeliveryFailures``. Lambda publishes no metric for a partial
+  batch response: items it reports failed are retried (``IteratorAge`` grows) and those that
+  exhaust the retries land in the on-failure queue, whose depth is on the DLQ graph.
+* EventBridge ``FailedInvocations`` and ``InvocationsSentToDlq`` by ``EventBusName`` and
+  ``RuleName`` (a custom bus); SQS ``ApproximateNumberOfMessagesVisible`` per queue.
+* Glue ``glue.driver.aggregate.elapsedTime`` and ``numFailedTasks`` by ``JobName``,
+  ``JobRunId=ALL`` and ``Type=count`` (``--enable-metrics``), beside the runs' own metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
+from cdclake_merge import metrics
+from stacks.components.lake_alarms import LakeAlarms, lake_metric
+
+PERIOD = cdk.Duration.minutes(5)
+WIDTH = 24  # the dashboard grid
+HEIGHT = 6
+
+
+@dataclass(frozen=True)
+class WatchedDatabase:
+    cluster_identifier: str
+    alarms: DatabaseAlarmsConfig  # thresholds drawn on the graphs
+
+
+@dataclass(frozen=True)
+class WatchedCapture:
+    kafka_cluster_name: str
+    broker_ids: Sequence[int]
+    connector_names: Sequence[str]
+    sink_consumer_group: str
+    topics: Sequence[str]  # the S3 sink reads these
+
+
+@dataclass(frozen=True)
+class WatchedFanOut:
+    function: lambda_.IFunction
+    streams: Mapping[str, kinesis.IStream]  # by table
+    failure_queue: sqs.IQueue  # the mappings' on-failure destination
+    bus_name: str
+    rules: Mapping[str, events.IRule]  # by consumer
+    dead_letter_queues: Mapping[str, sqs.IQueue]  # by label
+
+
+@dataclass(frozen=True)
+class WatchedLake:
+    environment: str  # the Environment dimension of the lake metrics
+    merge_jobs: Mapping[str, str]  # table -> Glue job name
+    alarms: LakeAlarms
+
+
+def _metric(
+    namespace: str, name: str, dimensions: Mapping[str, str], statistic: str, label: str
+) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map=dict(dimensions),
+        statistic=statistic,
+        period=PERIOD,
+        label=label,
+    )
+
+
+def _graph(
+    title: str,
+    left: Sequence[cloudwatch.IMetric],
+    *,
+    width: int = 8,
+    right: Sequence[cloudwatch.IMetric] = (),
+    annotations: Sequence[cloudwatch.HorizontalAnnotation] = (),
+) -> cloudwatch.GraphWidget:
+    return cloudwatch.GraphWidget(
+        title=title,
+        left=list(left),
+        right=list(right),
+        left_annotations=list(annotations),
+        width=width,
+        height=HEIGHT,
+    )
+
+
+def _header(text: str) -> cloudwatch.TextWidget:
+    return cloudwatch.TextWidget(markdown=text, width=WIDTH, height=1)
+
+
+class PipelineDashboard(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        database: WatchedDatabase,
+        capture: WatchedCapture,
+        fanout: WatchedFanOut,
+        lake: WatchedLake,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=dashboard_name,
+            default_interval=cdk.Duration.hours(6),
+        )
+        for row in (
+            self._lake(lake),
+            self._merge_jobs(lake),
+            self._database(database),
+            self._capture(capture),
+            self._fanout(fanout),
+        ):
+            self.dashboard.add_widgets(*row)
+
+    @staticmethod
+    def _lake(lake: WatchedLake) -> list[cloudwatch.IWidget]:
+        tables = list(lake.alarms.freshness_minutes)
+
+        def per_table(name: str, statistic: str) -> list[cloudwatch.IMetric]:
+            return [
+                lake_metric(name, environment=lake.environment, table=t, statistic=statistic)
+                for t in tables
+            ]
+
+        objectives = sorted(set(lake.alarms.freshness_minutes.values()))
+        return [
+            _header("## Lake freshness: lag = now - newest source commit in the table"),
+            _graph(
+                "Lag per table (seconds)",
+                per_table(metrics.LAG, "Maximum"),
+                width=12,
+                annotations=[
+                    cloudwatch.HorizontalAnnotation(value=m * 60, label=f"objective {m} min")
+                    for m in objectives
+                ],
+            ),
+            cloudwatch.AlarmStatusWidget(
+                title="Lake alarms",
+                alarms=[*lake.alarms.lag.values(), *lake.alarms.quarantined.values()],
+                width=12,
+                height=HEIGHT,
+            ),
+            _graph("Events applied", per_table(metrics.EVENTS_APPLIED, "Sum")),
+            _graph(
+                "Upserts and deletes",
+                per_table(metrics.UPSERTS, "Sum"),
+                right=per_table(metrics.DELETES, "Sum"),
+            ),
+            _graph("Quarantined lines", per_table(metrics.QUARANTINED, "Sum")),
+        ]
+
+    @staticmethod
+    def _merge_jobs(lake: WatchedLake) -> list[cloudwatch.IWidget]:
+        def glue(name: str, statistic: str) -> list[cloudwatch.IMetric]:
+            return [
+                _metric(
+                    "Glue",
+                    name,
+                    {"JobName": job, "JobRunId": "ALL", "Type": "count"},
+                    statistic,
+                    table,
+                )
+                for table, job in lake.merge_jobs.items()
+            ]
+
+        durations = [
+            lake_metric(
+                metrics.RUN_DURATION, environment=lake.environment, table=t, statistic="Maximum"
+            )
+            for t in lake.merge_jobs
+        ]
+        return [
+            _header("## Merge jobs (Glue)"),
+            _graph("Merge run duration (seconds)", durations),
+            _graph("Glue elapsed time (ms)", glue("glue.driver.aggregate.elapsedTime", "Maximum")),
+            _graph("Glue failed tasks", glue("glue.driver.aggregate.numFailedTasks", "Sum")),
+        ]
+
+    @staticmethod
+    def _database(database: WatchedDatabase) -> list[cloudwatch.IWidget]:
+        writer = {"DBClusterIdentifier": database.cluster_identifier, "Role": "WRITER"}
+
+        def rds(name: str, label: str) -> cloudwatch.Metric:
+            return _metric("AWS/RDS", name, writer, "Maximum", label)
+
+        return [
+            _header("## Database: replication slots keep WAL until the connectors confirm it"),
+            _graph(
+                "Oldest replication slot lag (bytes)",
+                [rds("OldestReplicationSlotLag", "slot lag")],
+                annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=database.alarms.replication_slot_lag_bytes, label="alarm"
+                    )
+                ],
+            ),
+            _graph(
+                "Transaction logs disk usage (bytes)",
+                [rds("TransactionLogsDiskUsage", "transaction logs")],
+                annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=database.alarms.transaction_logs_disk_usage_bytes, label="alarm"
+                    )
+                ],
+            ),
+            _graph("Writer CPU (%)", [rds("CPUUtilization", "CPU")]),
+        ]
+
+    @staticmethod
+    def _capture(capture: WatchedCapture) -> list[cloudwatch.IWidget]:
+        def lag(name: str) -> list[cloudwatch.IMetric]:
+            return [
+                _metric(
+                    "AWS/Kafka",
+                    name,
+                    {
+                        "Cluster Name": capture.kafka_cluster_name,
+                        "Consumer Group": capture.sink_consumer_group,
+                        "Topic": topic,
+                    },
+                    "Maximum",
+                    topic,
+                )
+                for topic in capture.topics
+            ]
+
+        def connect(name: str, statistic: str, suffix: str) -> list[cloudwatch.IMetric]:
+            return [
+                _metric("AWS/KafkaConnect", name, {"ConnectorName": c}, statistic, c + suffix)
+                for c in capture.connector_names
+            ]
+
+        disk = [
+            _metric(
+                "AWS/Kafka",
+                "KafkaDataLogsDiskUsed",
+                {"Cluster Name": capture.kafka_cluster_name, "Broker ID": str(broker)},
+                "Maximum",
+                f"broker {broker}",
+            )
+            for broker in capture.broker_ids
+        ]
+        return [
+            _header("## Capture: MSK and MSK Connect (Debezium source, S3 sink)"),
+            _graph("S3 sink consumer lag (messages)", lag("MaxOffsetLag"), width=6),
+            _graph("S3 sink consumer lag (seconds)", lag("EstimatedMaxTimeLag"), width=6),
+            _graph(
+                "Connector tasks: running / errored",
+                connect("RunningTaskCount", "Minimum", " running"),
+                right=connect("ErroredTaskCount", "Maximum", " errored"),
+                width=6,
+            ),
+            _graph("Broker data disk used (%)", disk, width=6),
+        ]
+
+    @staticmethod
+    def _fanout(fanout: WatchedFanOut) -> list[cloudwatch.IWidget]:
+        function = fanout.function
+        iterator_ages = [
+            stream.metric_get_records_iterator_age_milliseconds(
+                statistic="Maximum", period=PERIOD, label=table
+            )
+            for table, stream in fanout.streams.items()
+        ]
+        rules = fanout.rules.items()
+
+        def rule(name: str) -> list[cloudwatch.IMetric]:
+            return [
+                _metric(
+                    "AWS/Events",
+                    name,
+                    {"EventBusName": fanout.bus_name, "RuleName": r.rule_name},
+                    "Sum",
+                    consumer,
+                )
+                for consumer, r in rules
+            ]
+
+        queues = {"fanout failed records": fanout.failure_queue, **fanout.dead_letter_queues}
+        depths = [
+            queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=PERIOD, label=label
+            )
+            for label, queue in queues.items()
+        ]
+        return [
+            _header("## Fan-out: Kinesis, the fan-out Lambda, EventBridge, dead-letter queues"),
+            _graph("Kinesis iterator age (ms)", iterator_ages, width=6),
+            _graph(
+                "Fan-out Lambda errors, throttles, failed destination deliveries",
+                [
+                    function.metric_errors(statistic="Sum", period=PERIOD, label="errors"),
+                    function.metric_throttles(statistic="Sum", period=PERIOD, label="throttles"),
+                    function.metric(
+                        "DestinationDeliveryFailures",
+                        statistic="Sum",
+                        period=PERIOD,
+                        label="destination delivery failures",
+                    ),
+                ],
+                right=[
+                    function.metric(
+                        "IteratorAge", statistic="Maximum", period=PERIOD, label="iterator age"
+                    )
+                ],
+                width=6,
+            ),
+            _graph(
+                "EventBridge failed invocations",
+                rule("FailedInvocations"),
+                right=rule("InvocationsSentToDlq"),
+                width=6,
+            ),
+            _graph("Dead-letter queue depth (messages)", depths, width=6),
+        ]

@@ -1,0 +1,107 @@
+"""Lake freshness alarms: per lake table, lag beyond its objective and quarantined lines.
+
+Both watch the metrics every merge run publishes (``cdclake_merge.metrics``). A run publishes
+``LagSeconds`` even when it found nothing new, so the lag alarm's period is the table's
+freshness objective: a period without any datapoint means no run reported in that time (the
+job is stopped, failing or never scheduled) and counts as breaching, like a lag over the
+objective. Quarantined lines are events: any in five minutes alarms, silence is fine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from cdclake.config import LakeConfig, TableConfig
+from cdclake_merge import metrics
+
+QUARANTINE_PERIOD = cdk.Duration.minutes(5)
+GRAPH_PERIOD = cdk.Duration.minutes(5)
+
+
+def lake_metric(
+    name: str,
+    *,
+    environment: str,
+    table: str,
+    statistic: str,
+    period: cdk.Duration = GRAPH_PERIOD,
+) -> cloudwatch.Metric:
+    """One of the metrics a merge run of ``table`` (schema.table) publishes."""
+    return cloudwatch.Metric(
+        namespace=metrics.NAMESPACE,
+        metric_name=name,
+        dimensions_map={metrics.ENVIRONMENT: environment, metrics.TABLE: table},
+        statistic=statistic,
+        period=period,
+    )
+
+
+class LakeAlarms(Construct):
+    """Per lake table: ``lag[table]`` and ``quarantined[table]``, both notifying ``topic``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: LakeConfig,
+        tables: Sequence[TableConfig],
+        environment: str,
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        #: Minutes each table may lag its source (its objective from config).
+        self.freshness_minutes = {t.name: config.freshness_of(t) for t in tables}
+        self.lag: dict[str, cloudwatch.Alarm] = {}
+        self.quarantined: dict[str, cloudwatch.Alarm] = {}
+        for table in tables:
+            minutes = self.freshness_minutes[table.name]
+            construct_name = "".join(p.title() for p in table.lake_table_name.split("_"))
+            self.lag[table.name] = cloudwatch.Alarm(
+                self,
+                f"Lag{construct_name}",
+                alarm_description=(
+                    f"{table.name}: the lake lags its source by more than {minutes} min, or no "
+                    f"merge run reported in {minutes} min. See docs/operations.md"
+                    "#metrics-alarms-and-the-dashboard"
+                ),
+                metric=lake_metric(
+                    metrics.LAG,
+                    environment=environment,
+                    table=table.name,
+                    statistic="Maximum",
+                    period=cdk.Duration.minutes(minutes),
+                ),
+                threshold=minutes * 60,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            )
+            self.quarantined[table.name] = cloudwatch.Alarm(
+                self,
+                f"Quarantined{construct_name}",
+                alarm_description=(
+                    f"{table.name}: a merge run quarantined change lines it could not apply. "
+                    "See docs/operations.md#metrics-alarms-and-the-dashboard"
+                ),
+                metric=lake_metric(
+                    metrics.QUARANTINED,
+                    environment=environment,
+                    table=table.name,
+                    statistic="Sum",
+                    period=QUARANTINE_PERIOD,
+                ),
+                threshold=0,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        for alarm in (*self.lag.values(), *self.quarantined.values()):
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))

@@ -1,0 +1,107 @@
+"""Operations: lake freshness alarms and the environment's dashboard, built after every stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from cdclake.config import EnvironmentConfig
+from connectors.configs import broker_count, connector_name, topic_name
+from stacks.capture_stack import CaptureStack
+from stacks.components.dashboard import (
+    PipelineDashboard,
+    WatchedCapture,
+    WatchedDatabase,
+    WatchedFanOut,
+    WatchedLake,
+)
+from stacks.components.lake_alarms import LakeAlarms
+from stacks.database_stack import DatabaseStack
+from stacks.fanout_stack import FanOutStack
+from stacks.lake_stack import LakeStack
+
+
+class OperationsStack(cdk.Stack):
+    """Reads the other stacks, changes none of them: nothing there depends on this one.
+
+    Names fixed by config (cluster, connectors, topics, jobs) are used as they are; generated
+    ones (streams, function, queues, rules) come from the fan-out stack as exports.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        database: DatabaseStack,
+        lake: LakeStack,
+        capture: CaptureStack,
+        fanout: FanOutStack,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.add_dependency(capture)  # drawn, not referenced: deploy after it all the same
+
+        # One topic pages for the whole path: the database alarms' topic.
+        self.lake_alarms = LakeAlarms(
+            self,
+            "LakeAlarms",
+            config=config.lake,
+            tables=config.lake_tables,
+            environment=config.env,
+            topic=database.alarm_topic,
+        )
+
+        consumers = fanout.event_consumers.consumers
+        self.dashboard = PipelineDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=config.resource_name("pipeline"),
+            database=WatchedDatabase(
+                cluster_identifier=config.resource_name("aurora"),  # as DatabaseStack names it
+                alarms=config.database.alarms,
+            ),
+            capture=WatchedCapture(
+                kafka_cluster_name=capture.kafka.cluster_name,
+                broker_ids=range(1, broker_count(config) + 1),
+                connector_names=[
+                    connector_name(config, "debezium-source"),
+                    connector_name(config, "s3-sink"),
+                ],
+                # Kafka Connect's consumer group of a sink connector: connect-<connector name>.
+                sink_consumer_group=f"connect-{connector_name(config, 's3-sink')}",
+                topics=[topic_name(config, t) for t in config.lake_tables],
+            ),
+            fanout=WatchedFanOut(
+                function=fanout.fanout_function,
+                streams=fanout.kinesis_streams,
+                failure_queue=fanout.fanout.failure_queue,
+                bus_name=fanout.event_bus.event_bus_name,
+                rules={name: c.rule for name, c in consumers.items()},
+                dead_letter_queues={
+                    label: queue
+                    for name, c in consumers.items()
+                    for label, queue in (
+                        (f"{name} dead letters", c.dead_letter_queue),
+                        (f"{name} undelivered", c.delivery_dead_letter_queue),
+                    )
+                },
+            ),
+            lake=WatchedLake(
+                environment=config.env,
+                merge_jobs={t: str(job.name) for t, job in lake.merge_jobs.jobs.items()},
+                alarms=self.lake_alarms,
+            ),
+        )
+
+        name = config.resource_name("pipeline")
+        cdk.CfnOutput(self, "DashboardName", value=name)
+        cdk.CfnOutput(
+            self,
+            "DashboardUrl",
+            value=f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}"
+            f"#dashboards:name={name}",
+        )
