@@ -610,3 +610,61 @@ def status(stack: LocalStack, state: State) -> dict[str, Any]:
 
 def tracked(state: State) -> list[Tracked]:
     return [state.processes[n] for n in FANOUT_PROCESSES if n in state.processes]
+
+
+# -- HTTP consumers ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def api_destination_request(
+    config: EnvironmentConfig, aws: AwsClients, consumer_name: str, event: dict[str, Any]
+) -> HttpRequest:
+    """The request EventBridge sends for ``event`` to the consumer's API destination target.
+
+    moto (5.2) does not deliver to API destinations: with ``MOTO_EVENTS_INVOKE_HTTP=true`` it
+    sends a request without the event and without the Connection's credentials. This builds
+    what EventBridge sends instead, from what is stored on moto: the rule's target (the matched
+    event as the JSON body; the stack sets no input transformation), the API destination
+    (method, endpoint) and its Connection (the API key header), the key read from the
+    consumer's secret as the Connection's dynamic reference reads it at deploy time.
+    """
+    consumer = next(c for c in config.fanout.consumers if c.name == consumer_name)
+    if consumer.http is None:
+        raise StackError(f"fanout.consumers {consumer_name} has no http target")
+    names = consumer_names(config, consumer)
+    events = aws.client("events")
+    targets = events.list_targets_by_rule(Rule=names.rule, EventBusName=bus_name(config))
+    target = next(t for t in targets["Targets"] if ":api-destination/" in t["Arn"])
+    if target.get("InputTransformer") or target.get("InputPath"):
+        raise StackError(f"rule {names.rule}: input transformations are not rendered locally")
+    destination = events.describe_api_destination(Name=names.api_destination)
+    if destination["ApiDestinationArn"] != target["Arn"]:
+        raise StackError(f"rule {names.rule} targets {target['Arn']}, not its API destination")
+    connection = events.describe_connection(Name=names.connection)
+    if connection["ConnectionArn"] != destination["ConnectionArn"]:
+        raise StackError(f"API destination {names.api_destination} uses another connection")
+    if connection["AuthorizationType"] != "API_KEY":
+        raise StackError(f"connection {names.connection}: only API_KEY is built locally")
+    header = connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyName"]
+    stored = aws.client("secretsmanager").get_secret_value(
+        SecretId=secret_name(consumer.http.secret_arn)
+    )
+    api_key = json.loads(stored["SecretString"])["api_key"]
+    parameters = target.get("HttpParameters", {})
+    headers = {
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "Amazon/EventBridge/ApiDestinations",
+        **parameters.get("HeaderParameters", {}),
+        header: api_key,
+    }
+    body = target.get("Input") or json.dumps(event)
+    return HttpRequest(
+        destination["HttpMethod"], destination["InvocationEndpoint"], headers, body.encode()
+    )
