@@ -1,0 +1,201 @@
+"""The operations stack: lake freshness alarms and the dashboard, by what they watch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.cdk.stack_helpers import normalized, resources, stable
+
+pytestmark = pytest.mark.cdk
+
+
+@pytest.fixture(scope="module")
+def dev_synth(synth):  # type: ignore[no-untyped-def]
+    return synth("dev")
+
+
+@pytest.fixture(scope="module")
+def dev(dev_synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return dict(dev_synth.template("operations"))
+
+
+def _alarms(template: dict[str, Any], metric: str) -> dict[str, dict[str, Any]]:
+    """Alarms on a CdcLake metric, by their Table dimension."""
+    found = {}
+    for alarm in resources(template, "AWS::CloudWatch::Alarm").values():
+        if (alarm["Namespace"], alarm["MetricName"]) == ("CdcLake", metric):
+            dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+            found[dims["Table"]] = {**alarm, "dims": dims}
+    return found
+
+
+def _dashboard_metrics(template: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
+    """(namespace, metric, dimensions) of every graph line; other stacks' names as <import>."""
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["DashboardBody"]["Fn::Join"][1]
+    body = json.loads(
+        "".join(
+            p if isinstance(p, str) else ("<import>" if "Fn::ImportValue" in p else "<ref>")
+            for p in parts
+        )
+    )
+    found = []
+    for widget in body["widgets"]:
+        for line in widget.get("properties", {}).get("metrics", []):
+            names = [item for item in line if isinstance(item, str)]
+            assert names[0] != ".", line  # CDK writes every line out in full
+            namespace, metric, *pairs = names
+            found.append((namespace, metric, dict(zip(pairs[::2], pairs[1::2], strict=True))))
+    return found
+
+
+def _annotations(template: dict[str, Any], title: str) -> list[float]:
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["DashboardBody"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "<token>" for p in parts)
+    for widget in json.loads(text)["widgets"]:
+        if widget.get("properties", {}).get("title") == title:
+            return [a["value"] for a in widget["properties"]["annotations"]["horizontal"]]
+    raise AssertionError(f"no widget titled {title!r}")
+
+
+def test_operations_lag_alarm_per_lake_table_at_its_objective(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    config = dev_synth.config
+    alarms = _alarms(dev, "LagSeconds")
+    assert sorted(alarms) == sorted(t.name for t in config.lake_tables)
+    for table in config.lake_tables:
+        alarm = alarms[table.name]
+        objective = config.lake.freshness_of(table) * 60
+        assert alarm["dims"] == {"Environment": "dev", "Table": table.name}
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["Period"]) == (
+            "Maximum",
+            objective,
+            objective,
+        )
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert alarm["EvaluationPeriods"] == 1
+
+
+def test_operations_lag_alarm_missing_data_breaches(dev) -> None:  # type: ignore[no-untyped-def]
+    # A table whose merge job never runs reports no lag at all: that is stale too.
+    assert {a["TreatMissingData"] for a in _alarms(dev, "LagSeconds").values()} == {"breaching"}
+
+
+def test_operations_quarantine_alarm_on_any_line(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    alarms = _alarms(dev, "Quarantined")
+    assert sorted(alarms) == sorted(t.name for t in dev_synth.config.lake_tables)
+    for alarm in alarms.values():
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+            "Sum",
+            0,
+            "GreaterThanThreshold",
+        )
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_operations_alarms_notify_the_database_alarm_topic(dev) -> None:  # type: ignore[no-untyped-def]
+    alarms = list(resources(dev, "AWS::CloudWatch::Alarm").values())
+    assert alarms
+    targets = {json.dumps(action) for a in alarms for action in a["AlarmActions"] + a["OKActions"]}
+    (target,) = targets  # one topic for every alarm, imported from the database stack
+    assert "Fn::ImportValue" in target and "AlarmsTopic" in target
+    assert resources(dev, "AWS::SNS::Topic") == {}  # reused, not a second topic
+
+
+def test_operations_table_freshness_overrides_lake_default() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_sns as sns
+    from aws_cdk.assertions import Template
+
+    from cdclake.config import load_config
+    from stacks.components.lake_alarms import LakeAlarms
+
+    config = load_config("dev")
+    orders = config.table("public.orders").model_copy(update={"freshness_minutes": 15})
+    stack = cdk.Stack(cdk.App())
+    LakeAlarms(
+        stack,
+        "Alarms",
+        config=config.lake.model_copy(update={"freshness_minutes": 120}),
+        tables=[config.table("public.customers"), orders],
+        environment="dev",
+        topic=sns.Topic(stack, "Topic"),
+    )
+    lag = _alarms(Template.from_stack(stack).to_json(), "LagSeconds")
+    assert lag["public.orders"]["Threshold"] == 15 * 60
+    assert lag["public.customers"]["Threshold"] == 120 * 60
+
+
+def test_operations_dashboard_lake_lines_per_table(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    for table in dev_synth.config.lake_tables:
+        dims = {"Environment": "dev", "Table": table.name}
+        for metric in ("LagSeconds", "EventsApplied", "Upserts", "Deletes", "Quarantined"):
+            assert ("CdcLake", metric, dims) in lines, (metric, table.name)
+        assert ("CdcLake", "RunDurationSeconds", dims) in lines
+
+
+def test_operations_dashboard_database_writer_metrics_and_thresholds(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    writer = {"DBClusterIdentifier": "cdclake-dev-aurora", "Role": "WRITER"}
+    lines = _dashboard_metrics(dev)
+    for metric in ("OldestReplicationSlotLag", "TransactionLogsDiskUsage", "CPUUtilization"):
+        assert ("AWS/RDS", metric, writer) in lines
+    alarms = dev_synth.config.database.alarms
+    assert _annotations(dev, "Oldest replication slot lag (bytes)") == [
+        alarms.replication_slot_lag_bytes
+    ]
+    assert _annotations(dev, "Transaction logs disk usage (bytes)") == [
+        alarms.transaction_logs_disk_usage_bytes
+    ]
+
+
+def test_operations_dashboard_s3_sink_consumer_lag_per_lake_topic(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    for table in dev_synth.config.lake_tables:
+        dims = {
+            "Cluster Name": "cdclake-dev-msk",
+            "Consumer Group": "connect-cdclake-dev-s3-sink",
+            "Topic": f"cdclake-dev.{table.name}",
+        }
+        assert ("AWS/Kafka", "MaxOffsetLag", dims) in lines
+        assert ("AWS/Kafka", "EstimatedMaxTimeLag", dims) in lines
+
+
+def test_operations_dashboard_connector_tasks(dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    for connector in ("cdclake-dev-debezium-source", "cdclake-dev-s3-sink"):
+        for metric in ("RunningTaskCount", "ErroredTaskCount"):
+            assert ("AWS/KafkaConnect", metric, {"ConnectorName": connector}) in lines
+
+
+def test_operations_dashboard_fanout_path(dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    assert (
+        "AWS/Kinesis",
+        "GetRecords.IteratorAgeMilliseconds",
+        {"StreamName": "<import>"},
+    ) in lines
+    for metric in ("Errors", "Throttles", "DestinationDeliveryFailures", "IteratorAge"):
+        assert ("AWS/Lambda", metric, {"FunctionName": "<import>"}) in lines
+    rule = {"EventBusName": "<import>", "RuleName": "<import>"}
+    assert ("AWS/Events", "FailedInvocations", rule) in lines
+    depths = [
+        line for line in lines if line[:2] == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    ]
+    assert len(depths) == 3  # the fan-out failure queue, one consumer's two dead-letter queues
+
+
+def test_operations_dashboard_glue_job_metrics(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    for job in dev_synth.stacks["lake"].merge_jobs.jobs.values():
+        dims = {"JobName": job.name, "JobRunId": "ALL", "Type": "count"}
+        assert ("Glue", "glue.driver.aggregate.elapsedTime", dims) in lines
+        assert ("Glue", "glue.driver.aggregate.numFailedTasks", dims) in lines
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_operations_template_matches_snapshot(synth, snapshot, env: str) -> None:  # type: ignore[no-untyped-def]
+    assert stable(normalized(synth(env).template("operations")["Resources"])) == snapshot
