@@ -157,6 +157,11 @@ class ReplicationConfig(_Model):
     max_wal_senders: int = Field(default=10, ge=2)
     max_slot_wal_keep_size_mb: int = Field(default=20480, ge=1024)
     drop_objects_on_delete: bool = False
+    reconcile_every_minutes: int = Field(
+        default=60,
+        ge=5,
+        description="how often the bootstrap re-runs, joining tables created since",
+    )
 
 
 class DatabaseAlarms(_Model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -49,4 +50,23 @@ class CaptureStack(cdk.Stack):
             change_bucket_key=lake.encryption_key,
         )
         allow_database_from(database, self.connectors.security_group, "MSK Connect Debezium")
+
+        # After the connectors: a deploy that adds lake tables restarts Debezium with them in
+        # its include list first, then this asks it to snapshot their existing rows.
+        replication = config.database.replication
+        self.snapshot_signal = cdk.CustomResource(
+            self,
+            "SnapshotSignal",
+            service_token=database.bootstrap.provider.service_token,
+            resource_type="Custom::SnapshotSignal",
+            properties={
+                "Tables": json.dumps([t.name for t in config.lake_tables]),
+                "Database": config.database.name,
+                "MasterSecretArn": database.master_secret.secret_arn,
+                "Publication": replication.publication,
+                "SignalTable": replication.signal_table,
+            },
+        )
+        for connector in self.connectors.connectors:
+            self.snapshot_signal.node.add_dependency(connector)
         self.kafka.acknowledge_custom_resource()

@@ -58,6 +58,8 @@ class DatabaseStack(cdk.Stack):
             master_secret=self.database.master_secret,
             encryption_key=self.encryption_key,
         )
+        #: Secrets Manager secret of the master user (the bootstrap's custom resources use it).
+        self.master_secret = self.database.master_secret
         #: Secrets Manager secret of the replication role (username, password, host, port,
         #: dbname) that the Debezium connectors use.
         self.replication_secret = self.bootstrap.replication_secret
@@ -67,6 +69,10 @@ class DatabaseStack(cdk.Stack):
             "Alarms",
             config=config.database.alarms,
             cluster_identifier=cluster_identifier,
+            environment=config.env,
+            reconcile_every=cdk.Duration.minutes(
+                config.database.replication.reconcile_every_minutes
+            ),
         )
         #: SNS topic of the database alarms.
         self.alarm_topic = self.alarms.topic

@@ -9,7 +9,13 @@ run time and never logged or returned.
 
 A direct invocation with ``{"RequestType": "Reconcile"}`` re-runs the bootstrap with the
 properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the application's
-migrations created a table the first run reported as missing.
+migrations created a table the first run reported as missing; a schedule does the same hourly.
+Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Environment``): the
+configured tables the database does not have yet, which therefore are not captured.
+
+The same function serves ``Custom::SnapshotSignal`` in the capture stack. It is updated after
+the connectors, so when a deploy adds lake tables, Debezium has restarted with them in its
+include list (and loaded their schemas) before the signal asks it to snapshot their rows.
 """
 
 from __future__ import annotations
@@ -21,12 +27,23 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from pg8000.native import Connection, DatabaseError, InterfaceError
 
-from lambdas.bootstrap.sql import BootstrapSpec, bootstrap, teardown
+from lambdas.bootstrap.sql import (
+    BootstrapSpec,
+    bootstrap,
+    publication_tables,
+    signal_incremental_snapshot,
+    teardown,
+)
 
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
+# No service dimension: alarms match exactly {Environment}.
+metrics = Metrics(namespace="CdcLake")
+SNAPSHOT_SIGNAL = "Custom::SnapshotSignal"
 
 SecretReader = Callable[[str], dict[str, Any]]
 # (secret JSON, database name) -> open connection
@@ -114,6 +131,11 @@ def _run(
         result.missing_tables,
         result.replica_identity_changed,
     )
+    metrics.add_dimension(name="Environment", value=os.environ.get("CDCLAKE_ENVIRONMENT", "unset"))
+    metrics.add_metric(
+        name="MissingTables", unit=MetricUnit.Count, value=len(result.missing_tables)
+    )
+    metrics.flush_metrics()
     return {
         "PhysicalResourceId": _physical_id(props),
         "Data": {
@@ -168,10 +190,49 @@ def delete(
     return {"PhysicalResourceId": physical_id}
 
 
+def signal_new_tables(
+    props: dict[str, Any],
+    old_props: dict[str, Any],
+    *,
+    read_secret: SecretReader = read_secret,
+    connect: Connector = connect,
+) -> dict[str, Any]:
+    """Signal an incremental snapshot of the lake tables this update added and the publication
+    holds: rows written before they joined were never streamed. Tables still missing from the
+    database are left to the MissingTables alarm and the runbook (docs/operations.md)."""
+    added = [t for t in json.loads(props["Tables"]) if t not in json.loads(old_props["Tables"])]
+    joined: list[str] = []
+    if added:
+        conn = connect(read_secret(props["MasterSecretArn"]), props["Database"])
+        try:
+            published = publication_tables(conn, props["Publication"]) or set()
+            joined = [t for t in added if t in published]
+            if joined:
+                signal_id = signal_incremental_snapshot(conn, props["SignalTable"], joined)
+                LOG.info("incremental snapshot %s signalled for %s", signal_id, joined)
+        finally:
+            conn.close()
+    not_published = [t for t in added if t not in joined]
+    if not_published:
+        LOG.warning("not in the publication yet, so not snapshotted: %s", not_published)
+    return {
+        "PhysicalResourceId": f"{props['Database']}/snapshot-signal",
+        "Data": {"SignalledTables": ",".join(joined)},
+    }
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Provider-framework entry point (the framework talks to CloudFormation)."""
     request = event["RequestType"]
     LOG.info("request %s", request)  # never the event: it carries secret ARNs only, but be terse
+    if event.get("ResourceType") == SNAPSHOT_SIGNAL:
+        # A first deploy's initial snapshot reads every table: only updates add tables.
+        if request == "Update":
+            return signal_new_tables(
+                event["ResourceProperties"], event.get("OldResourceProperties", {"Tables": "[]"})
+            )
+        physical_id = event.get("PhysicalResourceId")
+        return {"PhysicalResourceId": physical_id or "snapshot-signal"}
     if request == "Create":
         return create(event["ResourceProperties"])
     if request == "Update":

@@ -7,7 +7,9 @@ logs or returns a password.
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -286,6 +288,20 @@ def bootstrap(
         conn.run("ROLLBACK")
         raise
     return result
+
+
+def signal_incremental_snapshot(conn: Connection, signal_table: str, tables: Sequence[str]) -> str:
+    """Ask Debezium for an incremental snapshot of ``tables`` (a row in its signal table, read
+    from the WAL by every capture of the database); returns the signal id."""
+    signal_id = str(uuid.uuid4())
+    data = json.dumps({"data-collections": list(tables), "type": "incremental"})
+    conn.run(
+        f"INSERT INTO {qualified(signal_table)} (id, type, data) "
+        "VALUES (:id, 'execute-snapshot', :data)",
+        id=signal_id,
+        data=data,
+    )
+    return signal_id
 
 
 def inactive_slots(conn: Connection, slots: Sequence[str]) -> list[str]:

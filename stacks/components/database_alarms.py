@@ -30,6 +30,8 @@ class DatabaseAlarms(Construct):
         *,
         config: DatabaseAlarmsConfig,
         cluster_identifier: str,
+        environment: str,
+        reconcile_every: cdk.Duration,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -97,6 +99,27 @@ class DatabaseAlarms(Construct):
             datapoints_to_alarm=2,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        for alarm in (self.slot_lag, self.transaction_logs):
+        # Configured tables the database does not have are not captured at all; the scheduled
+        # bootstrap publishes how many there are (lambdas/bootstrap/handler.py).
+        self.missing_tables = cloudwatch.Alarm(
+            self,
+            "MissingTables",
+            alarm_description=(
+                "Configured tables do not exist in the database, so none of their changes are "
+                "captured. See docs/operations.md#a-configured-table-is-missing"
+            ),
+            metric=cloudwatch.Metric(
+                namespace="CdcLake",
+                metric_name="MissingTables",
+                dimensions_map={"Environment": environment},
+                statistic="Maximum",
+                period=reconcile_every,
+            ),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+        )
+        for alarm in (self.slot_lag, self.transaction_logs, self.missing_tables):
             alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
             alarm.add_ok_action(cw_actions.SnsAction(self.topic))

@@ -6,6 +6,8 @@ import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_rds as rds
@@ -110,6 +112,7 @@ class ReplicationBootstrap(Construct):
             environment={
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
+                "CDCLAKE_ENVIRONMENT": config.env,
             },
             log_group=log_group(self, "FunctionLogs"),
         )
@@ -134,6 +137,22 @@ class ReplicationBootstrap(Construct):
         )
         # Wait for the writer instance, not only the cluster resource.
         self.resource.node.add_dependency(cluster)
+
+        # Tables the application creates after a deploy join the publication by themselves,
+        # and MissingTables (the alarm's metric) stays current.
+        self.schedule = events.Rule(
+            self,
+            "ReconcileSchedule",
+            description="Re-run the replication bootstrap: join tables created since",
+            schedule=events.Schedule.rate(cdk.Duration.minutes(replication.reconcile_every_minutes)),
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    event=events.RuleTargetInput.from_object({"RequestType": "Reconcile"}),
+                    retry_attempts=2,
+                )
+            ],
+        )
 
         # Rotate the replication password monthly; the first rotation waits for the role.
         self.rotation = secretsmanager.SecretRotation(

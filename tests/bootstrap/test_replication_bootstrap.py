@@ -246,6 +246,84 @@ def test_bootstrap_missing_table_reported_and_left_out(database: Database) -> No
     assert "public.orders" in response["Data"]["PublishedTables"].split(",")
 
 
+def test_bootstrap_missing_tables_published_as_metric(
+    database: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDCLAKE_ENVIRONMENT", "dev")
+    tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
+    capsys.readouterr()
+
+    handler.create(
+        database.props(database.spec(tables)),
+        read_secret=database.read_secret,
+        connect=database.connect,
+    )
+
+    # Embedded metric format on stdout: Lambda's log group turns it into the metric.
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert [(m["MissingTables"], m["Environment"]) for m in emf] == [([1.0], "dev")]
+    directive = emf[0]["_aws"]["CloudWatchMetrics"][0]
+    assert (directive["Namespace"], directive["Dimensions"]) == ("CdcLake", [["Environment"]])
+
+
+def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:
+    return {
+        "Tables": json.dumps(tables),
+        "Database": database.name,
+        "MasterSecretArn": "master",
+        "Publication": database.publication,
+        "SignalTable": "cdclake.debezium_signal",
+    }
+
+
+def _signals(database: Database) -> list[Any]:
+    rows = database.owner.run("SELECT type, data FROM cdclake.debezium_signal")
+    return [(kind, json.loads(data)) for kind, data in rows]
+
+
+def test_snapshot_signal_update_signals_added_published_tables(database: Database) -> None:
+    tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
+    handler.create(
+        database.props(database.spec(tables)),
+        read_secret=database.read_secret,
+        connect=database.connect,
+    )
+    old = _signal_props(database, ["public.customers"])
+    new = _signal_props(database, ["public.customers", "public.orders", "public.not_migrated_yet"])
+
+    response = handler.signal_new_tables(
+        new, old, read_secret=database.read_secret, connect=database.connect
+    )
+
+    assert response["Data"]["SignalledTables"] == "public.orders"
+    assert _signals(database) == [
+        ("execute-snapshot", {"data-collections": ["public.orders"], "type": "incremental"})
+    ]
+
+
+def test_snapshot_signal_update_without_added_tables_signals_nothing(database: Database) -> None:
+    handler.create(
+        database.props(database.spec()), read_secret=database.read_secret, connect=database.connect
+    )
+    props = _signal_props(database, ["public.customers", "public.orders"])
+
+    handler.signal_new_tables(
+        props, props, read_secret=database.read_secret, connect=database.connect
+    )
+
+    assert _signals(database) == []
+
+
+def test_snapshot_signal_create_touches_no_database() -> None:
+    # The first deploy's initial snapshot reads every table; no credentials are even read.
+    event = {
+        "RequestType": "Create",
+        "ResourceType": handler.SNAPSHOT_SIGNAL,
+        "ResourceProperties": {"Tables": "[]"},
+    }
+    assert handler.on_event(event) == {"PhysicalResourceId": "snapshot-signal"}
+
+
 def test_bootstrap_rds_replication_role_granted_when_present(database: Database) -> None:
     # Aurora has a NOLOGIN role rds_replication and no REPLICATION attribute for its master user.
     database.admin.run("CREATE ROLE rds_replication NOLOGIN")

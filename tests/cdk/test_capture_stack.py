@@ -129,6 +129,14 @@ def test_capture_connector_names_fixed_across_plugin_versions(dev: dict[str, Any
     assert names == {"cdclake-dev-debezium-source", "cdclake-dev-s3-sink"}
 
 
+def test_capture_snapshot_signal_follows_connectors_with_lake_tables(dev: dict[str, Any]) -> None:
+    (signal,) = [r for r in dev["Resources"].values() if r["Type"] == "Custom::SnapshotSignal"]
+    lake = [t.name for t in load_config("dev").lake_tables]
+    assert json.loads(signal["Properties"]["Tables"]) == lake
+    connectors = set(resources(dev, "AWS::KafkaConnect::Connector"))
+    assert connectors and connectors <= set(signal["DependsOn"])
+
+
 def test_capture_worker_configuration_names_compacted_offsets_topic(dev: dict[str, Any]) -> None:
     worker = only(dev, "AWS::KafkaConnect::WorkerConfiguration")
     properties = base64.b64decode(worker["PropertiesFileContent"]).decode()

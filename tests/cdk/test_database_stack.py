@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_events as events
 
 from stacks.components.replication_bootstrap import bootstrap_spec
 from tests.cdk.template_queries import as_list, masked, of_type, policy_statements, props, single
@@ -189,6 +191,33 @@ def test_database_alarms_thresholds_from_config_notify_topic(env: Any) -> None:
         topic_id = action["Ref"]
         assert template["Resources"][topic_id]["Type"] == "AWS::SNS::Topic"
         assert "KmsMasterKeyId" in template["Resources"][topic_id]["Properties"]
+
+
+def test_database_missing_tables_alarm_watches_bootstrap_metric(env: Any) -> None:
+    template = env.template("database")
+    (alarm,) = [
+        a for a in props(template, "AWS::CloudWatch::Alarm") if a["MetricName"] == "MissingTables"
+    ]
+    assert alarm["Namespace"] == "CdcLake"
+    assert alarm["Dimensions"] == [{"Name": "Environment", "Value": env.config.env}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["Period"] == env.config.database.replication.reconcile_every_minutes * 60
+    (action,) = alarm["AlarmActions"]
+    assert template["Resources"][action["Ref"]]["Type"] == "AWS::SNS::Topic"
+
+
+def test_database_bootstrap_reconciles_on_schedule(env: Any) -> None:
+    template = env.template("database")
+    (rule,) = props(template, "AWS::Events::Rule")
+    minutes = env.config.database.replication.reconcile_every_minutes
+    expected = events.Schedule.rate(cdk.Duration.minutes(minutes)).expression_string
+    assert rule["ScheduleExpression"] == expected
+    (target,) = rule["Targets"]
+    assert json.loads(target["Input"]) == {"RequestType": "Reconcile"}
+    function_id = target["Arn"]["Fn::GetAtt"][0]
+    function = template["Resources"][function_id]["Properties"]
+    assert function["Handler"] == "lambdas.bootstrap.handler.on_event"
+    assert function["Environment"]["Variables"]["CDCLAKE_ENVIRONMENT"] == env.config.env
 
 
 def test_database_security_group_only_from_named_groups(env: Any) -> None:
