@@ -117,7 +117,10 @@ class KafkaCluster(Construct):
                 revision=self.configuration.attr_latest_revision_revision,
             ),
         )
+        # Retained with the cluster: a configuration in use by a live cluster cannot be deleted,
+        # so deleting it would fail the stack's deletion.
         self.cluster.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        self.configuration.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         self.cluster_arn = self.cluster.attr_arn
 
         # CloudFormation has no attribute for the bootstrap string: read it once per cluster.

@@ -78,6 +78,15 @@ def test_capture_msk_one_broker_per_az_from_config(synth, env: str, brokers: int
     assert len(cluster["BrokerNodeGroupInfo"]["ClientSubnets"]) == brokers
 
 
+def test_capture_msk_configuration_retained_with_its_cluster(dev: dict[str, Any]) -> None:
+    policies = {
+        r["Type"]: r.get("DeletionPolicy")
+        for r in dev["Resources"].values()
+        if r["Type"] in ("AWS::MSK::Cluster", "AWS::MSK::Configuration")
+    }
+    assert policies == {"AWS::MSK::Cluster": "Retain", "AWS::MSK::Configuration": "Retain"}
+
+
 def test_capture_msk_topics_not_auto_created(dev: dict[str, Any]) -> None:
     properties = only(dev, "AWS::MSK::Configuration")["ServerProperties"]
     assert "auto.create.topics.enable=false" in properties
