@@ -166,3 +166,28 @@ def test_publish_unreachable_endpoint_logs_one_line_and_returns_false(
     (record,) = caplog.records
     assert record.getMessage().startswith(f"cdclake metrics not published for {TABLE}: ")
     assert "\n" not in record.getMessage()
+
+
+def test_cli_merge_env_publishes_under_its_environment(cloudwatch: Any) -> None:
+    from cdclake.cli import _publish_metrics
+    from cdclake_merge.job import RunResult
+
+    result = RunResult(table="lake.public_orders", version=3, applied=5, upserts=4, deletes=1)
+    result.newest_source_ts_ms = int(time.time() * 1000) - 90_000
+    _publish_metrics("local", "public.orders", result, 2.5)
+    applied = statistics(cloudwatch, metrics.EVENTS_APPLIED, "local", "public.orders")
+    lag = statistics(cloudwatch, metrics.LAG, "local", "public.orders")
+    assert (applied["Sum"], applied["SampleCount"]) == (5, 1)
+    assert 90 <= lag["Maximum"] < 120
+
+
+def test_cli_merge_env_without_region_does_not_try(
+    cloudwatch: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from cdclake.cli import _publish_metrics
+    from cdclake_merge.job import RunResult
+
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    with caplog.at_level(logging.WARNING, logger=metrics.__name__):
+        _publish_metrics("laptop", "public.orders", RunResult(table="t", version=1), 1.0)
+    assert caplog.records == []  # not even a failed attempt's line on a laptop without AWS
