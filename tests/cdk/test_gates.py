@@ -144,4 +144,4 @@ def test_gates_cdk_cli_synth_prod_without_credentials(repo_root: Path, tmp_path:
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
-    assert len(list(out.glob("*.template.json"))) == 5
+    assert len(list(out.glob("*.template.json"))) == 6  # operations is the sixth
