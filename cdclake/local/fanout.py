@@ -79,7 +79,8 @@ FAILED_RECORDS_RETENTION_S = 14 * 24 * 3600
 def cdk_components() -> tuple[ModuleType, ModuleType, ModuleType]:
     """``stacks.components``' debezium_server, event_consumers, fan_out (starts jsii)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+    # jsii prints a banner per process on an end-of-life Node; the variable lists majors.
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     from stacks.components import debezium_server, event_consumers, fan_out

@@ -196,6 +196,25 @@ class Workload:
         self.expected.truncates.append("public.refunds")
 
 
+def kinesis_records(stack: LocalStack) -> int:
+    """How many records the fan-out streams hold (every shard, from the trim horizon)."""
+    kinesis = aws_client(stack, "kinesis")
+    count = 0
+    for stream in stack.status()["kinesis_streams"].values():
+        shards = kinesis.describe_stream(StreamName=stream)["StreamDescription"]["Shards"]
+        for shard in shards:
+            iterator = kinesis.get_shard_iterator(
+                StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                response = kinesis.get_records(ShardIterator=iterator, Limit=1000)
+                count += len(response["Records"])
+                if not response["Records"] or response.get("MillisBehindLatest") == 0:
+                    break
+                iterator = response.get("NextShardIterator")
+    return count
+
+
 # -- what consumers received ----------------------------------------------------------------
 
 
@@ -274,14 +293,21 @@ def deliveries(config: EnvironmentConfig, s3: Any, events: list[dict[str, Any]])
     return Delivered(events, unique, duplicates)
 
 
+def _identity(event: dict[str, Any]) -> tuple[Any, ...]:
+    detail = event["detail"]
+    source = detail["source"]
+    key = json.dumps(detail["key"], sort_keys=True)
+    return (detail["table"], key, source.get("sequence"), source.get("lsn"), detail["op"])
+
+
 def wait_for_count(
     sqs: Any, url: str, count: int, *, timeout: float, into: list[dict[str, Any]]
 ) -> None:
-    """Drain the queue into ``into`` until it holds at least ``count`` events, or time out."""
+    """Drain the queue into ``into`` until it holds ``count`` distinct changes, or time out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         into.extend(drain(sqs, url))
-        if len(into) >= count:
+        if len({_identity(e) for e in into}) >= count:
             time.sleep(3)  # late duplicates (a redelivered batch) land within a poll or two
             into.extend(drain(sqs, url))
             return

@@ -28,6 +28,7 @@ from tests.fanout_e2e.fanout_e2e_helpers import (
     aws_client,
     deliveries,
     drain,
+    kinesis_records,
     token_endpoint,
     wait_for_count,
 )
@@ -77,9 +78,13 @@ def run(fanout_stack: LocalStack) -> Run:
     state = stack.load_state()
     assert state is not None
     first_pid = state.processes["debezium-server"].pid
-    # A burst Debezium Server is still sending when it dies: what it read but had not flushed
-    # offsets for is read again from the slot after the restart.
+    # Killed right after it sent a burst to Kinesis: its offsets (flushed every 5 s) are then
+    # most likely behind what it sent, so the slot sends those changes again after the restart.
     workload.steps(30)
+    sent = workload.expected.count({PAYMENTS, REFUNDS}, {"c", "u", "d"})
+    deadline = time.monotonic() + 60
+    while kinesis_records(stack) < sent and time.monotonic() < deadline:
+        time.sleep(0.2)
     stack.kill("debezium-server")
     workload.steps(30)  # written while it is down: the slot keeps them
     log = Path(stack.root / "logs" / "debezium-server.log")
