@@ -10,6 +10,7 @@ from constructs import Construct
 from cdclake.config import EnvironmentConfig
 from connectors.configs import broker_count, connector_name, topic_name
 from stacks.capture_stack import CaptureStack
+from stacks.components.credential_refresh import CredentialRefresh
 from stacks.components.dashboard import (
     PipelineDashboard,
     WatchedCapture,
@@ -95,6 +96,15 @@ class OperationsStack(cdk.Stack):
                 merge_jobs={t: str(job.name) for t, job in lake.merge_jobs.jobs.items()},
                 alarms=self.lake_alarms,
             ),
+        )
+
+        # A rotated replication password reaches the captures only when their tasks restart.
+        self.credential_refresh = CredentialRefresh(
+            self,
+            "CredentialRefresh",
+            secret=database.replication_secret,
+            connector_arns=[c.attr_connector_arn for c in capture.connectors.connectors],
+            services=[fanout.debezium_server.service],
         )
 
         name = config.resource_name("pipeline")

@@ -144,7 +144,9 @@ class ReplicationBootstrap(Construct):
             self,
             "ReconcileSchedule",
             description="Re-run the replication bootstrap: join tables created since",
-            schedule=events.Schedule.rate(cdk.Duration.minutes(replication.reconcile_every_minutes)),
+            schedule=events.Schedule.rate(
+                cdk.Duration.minutes(replication.reconcile_every_minutes)
+            ),
             targets=[
                 targets.LambdaFunction(
                     self.function,

@@ -1,0 +1,65 @@
+"""Restart both captures after the replication password rotated.
+
+Debezium reads the password once, when its task starts: on MSK Connect the Secrets Manager
+config provider resolves it then (``config.action.reload=none``), on ECS the task definition
+injects it then. A rotation leaves running sessions connected, but the next reconnect would
+fail with the old password and the connector would stay FAILED. So the rotation's
+``RotationSucceeded`` event (EventBridge, from CloudTrail) restarts them while the old sessions
+still work: each MSK Connect connector gets its own configuration back with one marker setting
+changed (MSK Connect has no restart call; an update restarts the tasks, which resolve the secret
+again) and the Debezium Server service gets a new deployment (its new task reads the secret).
+Offsets are kept by both, so nothing is read twice beyond the usual at-least-once overlap.
+
+Environment: ``CONNECTOR_ARNS`` (JSON list) and ``ECS_SERVICES`` (JSON list of
+``{"cluster": ..., "service": ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+logger = Logger()
+
+#: A setting neither Kafka Connect nor Debezium reads; changing it is what restarts the tasks.
+MARKER = "cdclake.credentials.refreshed"
+
+
+def restart_connector(client: Any, connector_arn: str, marker: str) -> None:
+    """Update the connector with its own configuration plus the marker (a restart)."""
+    described = client.describe_connector(connectorArn=connector_arn)
+    configuration = {**described["connectorConfiguration"], MARKER: marker}
+    client.update_connector(
+        connectorArn=connector_arn,
+        currentVersion=described["currentVersion"],
+        connectorConfiguration=configuration,
+    )
+
+
+def redeploy_service(client: Any, cluster: str, service: str) -> None:
+    """Replace the service's task; the new one reads the current secret."""
+    client.update_service(cluster=cluster, service=service, forceNewDeployment=True)
+
+
+@event_source(data_class=EventBridgeEvent)
+@logger.inject_lambda_context
+def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, int]:
+    connectors: list[str] = json.loads(os.environ["CONNECTOR_ARNS"])
+    services: list[dict[str, str]] = json.loads(os.environ["ECS_SERVICES"])
+    if connectors:
+        kafkaconnect = boto3.client("kafkaconnect")
+        for arn in connectors:
+            restart_connector(kafkaconnect, arn, event.time)
+            logger.info("connector restarted for the rotated password", extra={"connector": arn})
+    if services:
+        ecs = boto3.client("ecs")
+        for target in services:
+            redeploy_service(ecs, target["cluster"], target["service"])
+            logger.info("service redeployed for the rotated password", extra=target)
+    return {"connectors": len(connectors), "services": len(services)}

@@ -1,0 +1,61 @@
+"""The rotation handler against the real service models (botocore's Stubber checks every request
+against them). moto has no MSK Connect, so the calls themselves are not executed here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from lambdas.credential_refresh.handler import MARKER, redeploy_service, restart_connector
+
+CONNECTOR = "arn:aws:kafkaconnect:us-east-1:123456789012:connector/cdclake-dev-debezium-source/1"
+CONFIG = {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "database.password": "${secretsmanager:cdclake-dev-replication:password}",
+}
+
+
+@pytest.fixture
+def kafkaconnect() -> Iterator[tuple[object, Stubber]]:
+    client = boto3.client("kafkaconnect", region_name="us-east-1")
+    with Stubber(client) as stub:
+        yield client, stub
+        stub.assert_no_pending_responses()
+
+
+def test_credential_refresh_connector_updated_with_own_config_and_marker(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    stub.add_response(
+        "describe_connector",
+        {"connectorArn": CONNECTOR, "currentVersion": "K1", "connectorConfiguration": CONFIG},
+        {"connectorArn": CONNECTOR},
+    )
+    # The password stays a provider reference: the restarted task resolves the new value.
+    stub.add_response(
+        "update_connector",
+        {"connectorArn": CONNECTOR, "connectorState": "UPDATING"},
+        {
+            "connectorArn": CONNECTOR,
+            "currentVersion": "K1",
+            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
+        },
+    )
+
+    restart_connector(client, CONNECTOR, "2026-11-23T09:00:00Z")
+
+
+def test_credential_refresh_service_gets_new_deployment() -> None:
+    client = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "update_service",
+            {},
+            {"cluster": "fanout", "service": "debezium-server", "forceNewDeployment": True},
+        )
+        redeploy_service(client, "fanout", "debezium-server")
+        stub.assert_no_pending_responses()
