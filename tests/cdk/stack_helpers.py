@@ -1,4 +1,5 @@
-"""Helpers for my stack tests: resources by type, and a template normalized for snapshots."""
+"""Helpers of the stack tests: resources by type, IAM statements, templates normalized for
+snapshots (asset hashes masked), and a second synth for config variants."""
 
 from __future__ import annotations
 
@@ -72,3 +73,38 @@ def synth_variant(env: str, role: str, **connect: Any) -> dict[str, Any]:
     app = cdk.App(context={**context, "env": env})
     stacks = build_stacks(app, config)
     return dict(app.synth().get_stack_by_name(stacks[role].stack_name).template)
+
+
+def of_type(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:
+    """Resources of a type, whole (Type, Properties, DeletionPolicy...); ids never used."""
+    return [r for r in template["Resources"].values() if r["Type"] == resource_type]
+
+
+def props(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:
+    return [r.get("Properties", {}) for r in of_type(template, resource_type)]
+
+
+def single(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
+    found = props(template, resource_type)
+    assert len(found) == 1, f"expected one {resource_type}, found {len(found)}"
+    return found[0]
+
+
+def masked(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with asset hashes masked, for syrupy snapshots."""
+    return dict(stable(json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template)))))
+
+
+def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of every IAM policy (inline Role policies and AWS::IAM::Policy)."""
+    statements: list[dict[str, Any]] = []
+    for policy in props(template, "AWS::IAM::Policy"):
+        statements += policy["PolicyDocument"]["Statement"]
+    for role in props(template, "AWS::IAM::Role"):
+        for policy in role.get("Policies", []):
+            statements += policy["PolicyDocument"]["Statement"]
+    return statements
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]

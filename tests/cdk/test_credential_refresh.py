@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.stack_helpers import resources
+from tests.cdk.stack_helpers import as_list, resources
 
 pytestmark = pytest.mark.cdk
 
@@ -53,15 +53,11 @@ def test_credential_refresh_function_may_restart_only_the_captures(
         if {"Ref": role_id} in policy["Roles"]
         for s in policy["PolicyDocument"]["Statement"]
     ]
-    actions = {a: s["Resource"] for s in statements for a in _as_list(s["Action"])}
+    actions = {a: s["Resource"] for s in statements for a in as_list(s["Action"])}
     assert set(actions) == {
         "kafkaconnect:DescribeConnector",
         "kafkaconnect:UpdateConnector",
         "ecs:UpdateService",
     }
-    assert len(_as_list(actions["kafkaconnect:UpdateConnector"])) == 2  # source and sink
+    assert len(as_list(actions["kafkaconnect:UpdateConnector"])) == 2  # source and sink
     assert "ImportValue" in json.dumps(actions["ecs:UpdateService"])  # the fan-out's service
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]

@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import aws_events as events
 
 from stacks.components.replication_bootstrap import bootstrap_spec
-from tests.cdk.template_queries import as_list, masked, of_type, policy_statements, props, single
+from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
 
 pytestmark = pytest.mark.cdk
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.template_queries import as_list, masked, of_type, policy_statements, props, single
+from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
 
 pytestmark = pytest.mark.cdk
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.template_queries import masked, of_type, props, single
+from tests.cdk.stack_helpers import masked, of_type, props, single
 
 pytestmark = pytest.mark.cdk
 
