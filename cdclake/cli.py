@@ -18,6 +18,9 @@ from rich.table import Table
 
 from cdclake.doctor import doctor
 from cdclake.local.cli import app as local_app
+from cdclake.quarantine import app as quarantine_app
+from cdclake.snapshot import snapshot
+from cdclake.status import status
 from cdclake.validate import validate
 
 app = typer.Typer(
@@ -28,7 +31,10 @@ app = typer.Typer(
 )
 app.command(name="doctor")(doctor)
 app.command(name="validate")(validate)
+app.command(name="status")(status)
+app.command(name="snapshot")(snapshot)
 app.add_typer(local_app, name="local")
+app.add_typer(quarantine_app, name="quarantine")
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import requests
 
 from cdclake.local.processes import StackError
 from cdclake.local.stack import JVM_LIB, LocalStack, postgres_bin_dir
@@ -70,3 +78,149 @@ def wait_for_events(
             return seen
         time.sleep(2)
     raise AssertionError(f"change files of {topic} never satisfied the check; saw {seen}")
+
+
+# --- runbooks (tests/local/test_runbooks.py) -------------------------------------------------
+
+REPO_ROOT = JVM_LIB.parent.parent
+
+
+def missing_merge_prerequisite() -> str | None:
+    """Why the stack or a merge cannot run here (the merge needs jvm/lib/spark too)."""
+    reason = missing_prerequisite()
+    if reason is None and not any((JVM_LIB / "spark").glob("*.jar")):
+        reason = (
+            "jvm/lib/spark has no jars: run "
+            "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (make setup)"
+        )
+    return reason
+
+
+def run_cdclake(
+    stack: LocalStack, *args: str, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``cdclake ARGS`` as a person runs it, against ``stack``, in its own process group."""
+    env = {**os.environ, "CDCLAKE_LOCAL_DIR": str(stack.root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdclake.cli", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        command = " ".join(args)
+        raise AssertionError(f"cdclake {command} timed out after {timeout}s:\n{err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def debezium_rest(stack: LocalStack) -> str:
+    """The Debezium source connector's REST URL on the stack's Connect worker."""
+    from connectors.configs import connector_name
+
+    url = stack.status()["connect_url"]
+    return f"{url}/connectors/{connector_name(stack.config, 'debezium-source')}"
+
+
+def slot_state(stack: LocalStack) -> bool | None:
+    """Whether the MSK-side slot is active; None when it does not exist."""
+    slot = stack.config.database.replication.slot
+    with stack.connect() as conn:
+        rows = conn.run("SELECT active FROM pg_replication_slots WHERE slot_name = :s", s=slot)
+    return bool(rows[0][0]) if rows else None
+
+
+def lose_slot(stack: LocalStack, during: Callable[[], None], *, timeout: float = 60.0) -> None:
+    """Stop the Debezium connector, drop its slot, run ``during``, resume the connector.
+
+    Changes made by ``during`` are lost to capture, as after a slot PostgreSQL invalidated or
+    an operator dropped: on resume Debezium creates a new slot at the current position.
+    """
+    rest = debezium_rest(stack)
+    requests.put(f"{rest}/stop", timeout=30).raise_for_status()
+    _until(lambda: slot_state(stack) is False, "the slot to become inactive", timeout)
+    slot = stack.config.database.replication.slot
+    with stack.connect() as conn:
+        conn.run("SELECT pg_drop_replication_slot(:s)", s=slot)
+    during()
+    requests.put(f"{rest}/resume", timeout=30).raise_for_status()
+    _until(lambda: slot_state(stack) is True, "Debezium to recreate its slot", timeout)
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def row_ids(payloads: list[dict[str, Any]], op: str | None = None) -> set[int]:
+    return {
+        int(p["after"]["id"])
+        for p in payloads
+        if p.get("after") is not None and (op is None or p["op"] == op)
+    }
+
+
+@contextmanager
+def spark_on_stack_s3(spark: Any, stack: LocalStack) -> Iterator[None]:
+    """Point the shared SparkSession's S3A client at the stack's moto server, then back.
+
+    The session's JVM may predate the stack, so the endpoint and the dummy keys go into its
+    Hadoop configuration, not its environment; S3A's cache is off meanwhile.
+    """
+    from cdclake.local.stack import AWS_ENV
+    from cdclake_merge.session import s3_settings
+
+    endpoint = stack.status()["s3_endpoint"]
+    settings = {
+        **s3_settings({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": AWS_ENV["AWS_REGION"]}),
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": AWS_ENV["AWS_ACCESS_KEY_ID"],
+        "fs.s3a.secret.key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        "fs.s3.impl.disable.cache": "true",
+        "fs.s3a.impl.disable.cache": "true",
+    }
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = {key: conf.get(key) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
+def merge_in_session(spark: Any, table: str) -> dict[str, Any]:
+    """One merge of a configured table of the running stack, in this process's SparkSession.
+
+    What ``cdclake merge --env local`` runs (run_merge over the table's sink), without a
+    second JVM; the caller points this process at the stack (CDCLAKE_LOCAL_DIR).
+    """
+    from cdclake.config import load_config
+    from cdclake.ops import AnyFileSystem, local_place
+    from cdclake.quarantine import open_table
+    from cdclake_merge.job import MergeOptions, run_merge
+
+    place = local_place(load_config("local"), table)
+    options = MergeOptions(
+        table=place.lake_table,
+        key=place.key,
+        changes=place.changes,
+        column_types=dict(place.column_types),
+        exclude_columns=frozenset(place.exclude),
+        max_bad_fraction=place.max_bad_fraction,
+    )
+    result = run_merge(lambda: spark, AnyFileSystem(), open_table(place, lambda: spark), options)
+    return result.as_dict()

@@ -1,0 +1,169 @@
+"""``cdclake snapshot --env ENV --table SCHEMA.TABLE``: re-read a table through Debezium.
+
+Inserts an ``execute-snapshot`` signal (``type: incremental``) into the signal table the
+replication bootstrap created (``database.replication.signal_table``). Every capture that
+watches the signal table (the MSK Connect source, Debezium Server) then reads the table in
+chunks while streaming continues; the rows arrive as ``op: r`` events, which the merge
+orders among the streamed changes (docs/merge-job.md). The merge is idempotent, so
+re-reading rows the lake already holds changes nothing.
+
+Locally the stack's database is used. Elsewhere a DSN reaches the database through the
+operator access path (an SSM port forward, docs/database.md); the password comes from a
+Secrets Manager secret or ``PGPASSWORD`` and is never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Annotated, Any
+from urllib.parse import unquote, urlparse
+
+import typer
+from pg8000.native import Connection, identifier, literal
+from rich.console import Console
+
+console = Console(stderr=True, soft_wrap=True)
+
+
+def signal_statement(signal_table: str, tables: list[str], signal_id: str) -> str:
+    """The INSERT of one incremental-snapshot signal (Debezium's signal table layout)."""
+    schema, _, name = signal_table.partition(".")
+    data = json.dumps({"data-collections": tables, "type": "incremental"})
+    return (
+        f"INSERT INTO {identifier(schema)}.{identifier(name)} (id, type, data) "
+        f"VALUES ({literal(signal_id)}, 'execute-snapshot', {literal(data)})"
+    )
+
+
+def send_signal(conn: Connection, *, signal_table: str, publication: str, table: str) -> str:
+    """Signal an incremental snapshot of ``table``; returns the signal id.
+
+    A table outside the publication is never streamed, and Debezium ignores a snapshot
+    request for a table it does not capture: that is refused here, with the fix.
+    """
+    from lambdas.bootstrap.sql import publication_tables
+
+    published = publication_tables(conn, publication)
+    if published is None:
+        raise LookupError(f"publication {publication} does not exist: run the bootstrap first")
+    if table not in published:
+        raise LookupError(
+            f"{table} is not in publication {publication}: deploy it in tables: first "
+            "(locally: cdclake local reconcile)"
+        )
+    signal_id = str(uuid.uuid4())
+    conn.run(signal_statement(signal_table, [table], signal_id))
+    return signal_id
+
+
+def dsn_connection(dsn: str, *, password: str | None, ssl: bool) -> Connection:
+    """A connection from ``postgresql://user@host:port/database``; the password is separate."""
+    parsed = urlparse(dsn)
+    if parsed.scheme not in ("postgresql", "postgres") or not parsed.hostname:
+        raise ValueError(f"--dsn must look like postgresql://user@host:port/database, got {dsn!r}")
+    if parsed.password:
+        raise ValueError("--dsn holds a password: use PGPASSWORD or --secret-id instead")
+    if not parsed.username:
+        raise ValueError("--dsn names no user (postgresql://USER@host:port/database)")
+    return Connection(
+        user=unquote(parsed.username),
+        password=password,
+        host=parsed.hostname,
+        port=parsed.port or 5432,
+        database=parsed.path.lstrip("/") or "postgres",
+        ssl_context=True if ssl else None,
+    )
+
+
+def secret_credentials(secret_id: str, region: str) -> dict[str, Any]:
+    """The JSON of an RDS-style secret (username, password, …)."""
+    import boto3
+
+    client = boto3.client("secretsmanager", region_name=region)
+    value: dict[str, Any] = json.loads(client.get_secret_value(SecretId=secret_id)["SecretString"])
+    if "password" not in value:
+        raise ValueError(f"secret {secret_id} holds no 'password' field")
+    return value
+
+
+def snapshot(
+    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
+    table: Annotated[str, typer.Option("--table", help="SCHEMA.TABLE as in config")],
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            help="postgresql://USER@HOST:PORT/DATABASE (not local): e.g. an SSM port forward"
+        ),
+    ] = None,
+    secret_id: Annotated[
+        str | None,
+        typer.Option(help="Secrets Manager secret with the password (else $PGPASSWORD)"),
+    ] = None,
+    no_ssl: Annotated[bool, typer.Option("--no-ssl", help="plain TCP (Aurora forces TLS)")] = False,
+) -> None:
+    """Re-snapshot one table: Debezium's incremental snapshot, through the signal table."""
+    from cdclake.config import ConfigError, load_config
+
+    try:
+        config = load_config(env)
+        config.table(table)
+    except ConfigError as exc:
+        _fail(str(exc).splitlines()[0], 2)
+    except KeyError as exc:
+        _fail(str(exc.args[0]), 2)
+    replication = config.database.replication
+    try:
+        if env == "local" and dsn is None:
+            from cdclake.local.processes import StackError
+            from cdclake.local.stack import LocalStack
+
+            try:
+                with LocalStack(env=env).connect() as conn:
+                    signal_id = _send(conn, config, table)
+            except StackError as exc:
+                _fail(f"{exc}: start it with `cdclake local up`")
+        else:
+            if dsn is None:
+                _fail(f"--env {env}: give --dsn (see docs/operations.md, Re-snapshot a table)", 2)
+            assert dsn is not None
+            password = os.environ.get("PGPASSWORD")
+            if secret_id is not None:
+                password = str(secret_credentials(secret_id, config.region)["password"])
+            conn = dsn_connection(dsn, password=password, ssl=not no_ssl)
+            try:
+                signal_id = _send(conn, config, table)
+            finally:
+                conn.close()
+    except typer.Exit:
+        raise
+    except (LookupError, ValueError) as exc:
+        _fail(str(exc))
+    except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
+        _fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+    print(
+        json.dumps(
+            {
+                "table": table,
+                "signal_id": signal_id,
+                "signal_table": replication.signal_table,
+                "type": "incremental",
+            }
+        )
+    )
+
+
+def _send(conn: Connection, config: Any, table: str) -> str:
+    replication = config.database.replication
+    return send_signal(
+        conn,
+        signal_table=replication.signal_table,
+        publication=replication.publication,
+        table=table,
+    )
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)

@@ -1,0 +1,310 @@
+"""``cdclake status --env ENV``: how far behind each lake table is, and why, on one screen.
+
+Per lake table: the last commit (Hudi instant and its time), the lag (now minus the newest
+source commit time the table holds: CloudWatch's ``CdcLake/LagSeconds`` where it has a
+datapoint, else the table's own checkpoint), the change files no commit has applied yet
+(the merge's own listing), quarantined lines not replayed, and the last run's outcome (Glue
+``get_job_runs`` on AWS; the last commit, or a run stopped by ``max_bad_fraction``, locally).
+Then the connectors: Kafka Connect's REST API on the local stack, MSK Connect on AWS.
+
+Everything is read without a JVM (boto3 and the local disk); a part that cannot be read
+is shown as such, with the reason, and the rest is still shown.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cdclake.config import EnvironmentConfig
+from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
+from cdclake.quarantine import listing
+
+COMPLETED = (".commit", ".deltacommit")
+METRIC_WINDOW = dt.timedelta(hours=3)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def instant_time(instant: str) -> dt.datetime:
+    """A Hudi instant (yyyyMMddHHmmssSSS, the writer's local time zone) as UTC."""
+    local = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S")
+    millis = int(instant[14:17] or 0)
+    return local.replace(microsecond=millis * 1000).astimezone(dt.UTC)
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds") if moment else None
+
+
+def last_instant(fs: Any, timeline: str) -> str | None:
+    completed = [n for n in fs.list_dir(timeline) if n.endswith(COMPLETED)]
+    return max(completed).split(".", 1)[0] if completed else None
+
+
+def metric_lag(
+    cloudwatch: Any, env: str, table: str, now: dt.datetime
+) -> tuple[float, dt.datetime] | None:
+    """The newest ``LagSeconds`` datapoint, aged to ``now``: (lag, datapoint time)."""
+    from cdclake_merge.metrics import LAG, NAMESPACE, dimensions
+
+    answer = cloudwatch.get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=LAG,
+        Dimensions=dimensions(env, table),
+        StartTime=now - METRIC_WINDOW,
+        EndTime=now + dt.timedelta(minutes=1),
+        Period=60,
+        Statistics=["Maximum"],
+    )
+    points = answer.get("Datapoints", [])
+    if not points:
+        return None
+    newest = max(points, key=lambda p: p["Timestamp"])
+    at = newest["Timestamp"]
+    return float(newest["Maximum"]) + max((now - at).total_seconds(), 0.0), at
+
+
+def table_status(
+    place: LakePlace,
+    *,
+    fs: Any,
+    now: dt.datetime,
+    cloudwatch: Any = None,
+    glue: Any = None,
+) -> dict[str, Any]:
+    """One table's line of the screen; a part that cannot be read says why."""
+    from cdclake_merge.job import pending_files
+    from cdclake_merge.sink import TableState, open_existing_sink
+
+    row: dict[str, Any] = {"table": place.source_table, "lake_table": place.lake_table}
+    errors: list[str] = []
+    state = TableState()
+    try:
+        sink = open_existing_sink(
+            warehouse=place.warehouse, table=place.lake_table, fs=fs, spark_factory=lambda: None
+        )
+        if sink is not None:
+            state = sink.load()
+            timeline = getattr(sink, "timeline", None)
+            instant = last_instant(fs, timeline) if timeline and state.exists else None
+            row["version"] = state.version
+            row["last_commit"] = (
+                {"instant": instant, "time": _iso(instant_time(instant))} if instant else None
+            )
+        else:
+            row["version"], row["last_commit"] = 0, None
+    except Exception as exc:
+        errors.append(f"table: {_one_line(exc)}")
+        row["version"], row["last_commit"] = None, None
+
+    run = state.checkpoint.get("run", {}) if state.checkpoint else {}
+    newest_ms = run.get("newest_source_ts_ms")
+    row["newest_source_commit"] = (
+        _iso(dt.datetime.fromtimestamp(newest_ms / 1000, dt.UTC)) if newest_ms else None
+    )
+    row["lag_seconds"], row["lag_from"] = None, None
+    if cloudwatch is not None:
+        try:
+            found = metric_lag(cloudwatch, place.env, place.source_table, now)
+            if found is not None:
+                row["lag_seconds"], row["lag_from"] = round(found[0], 1), "cloudwatch"
+        except Exception as exc:
+            errors.append(f"cloudwatch: {_one_line(exc)}")
+    if row["lag_seconds"] is None and newest_ms:
+        row["lag_seconds"] = round(max(now.timestamp() - newest_ms / 1000, 0.0), 1)
+        row["lag_from"] = "lake"
+
+    try:
+        row["pending_files"] = len(pending_files(fs, place.changes, state))
+    except Exception as exc:
+        errors.append(f"change files: {_one_line(exc)}")
+        row["pending_files"] = None
+
+    try:
+        found_lines = listing(fs, place.quarantine_root, state.version)
+        row["quarantined_lines"] = len(found_lines.pending)
+    except Exception as exc:
+        errors.append(f"quarantine: {_one_line(exc)}")
+        row["quarantined_lines"] = None
+
+    try:
+        row["last_run"] = (
+            glue_last_run(glue, place.job_name)
+            if glue is not None and place.job_name
+            else local_last_run(fs, place, state)
+        )
+    except Exception as exc:
+        errors.append(f"last run: {_one_line(exc)}")
+        row["last_run"] = None
+    row["errors"] = errors
+    return row
+
+
+def local_last_run(fs: Any, place: LakePlace, state: Any) -> dict[str, Any] | None:
+    """Locally the commits are the record: the newest one, or the failed run after it."""
+    failed = f"failed-v{state.version + 1:08d}"
+    if failed in fs.list_dir(place.quarantine_root):
+        return {
+            "outcome": "FAILED",
+            "at": None,
+            "detail": f"above max_bad_fraction, nothing committed; bad lines in {failed}",
+        }
+    if not state.version:
+        return None
+    run = state.checkpoint.get("run", {})
+    detail = (
+        f"v{state.version}: {run.get('files_applied', 0)} files, "
+        f"{run.get('applied', 0)} events applied, {run.get('quarantined', 0)} quarantined"
+    )
+    if run.get("replay"):
+        detail += f" (replay {run['replay']})"
+    return {"outcome": "COMMITTED", "at": state.checkpoint.get("staged_at"), "detail": detail}
+
+
+def glue_last_run(glue: Any, job: str) -> dict[str, Any] | None:
+    runs = glue.get_job_runs(JobName=job, MaxResults=1).get("JobRuns", [])
+    if not runs:
+        return None
+    newest = max(runs, key=lambda r: r["StartedOn"])
+    return {
+        "outcome": newest["JobRunState"],
+        "at": _iso(newest.get("CompletedOn") or newest["StartedOn"]),
+        "detail": " ".join(str(newest.get("ErrorMessage", "")).split())[:300] or newest["Id"],
+    }
+
+
+def local_connectors(env: str) -> dict[str, Any]:
+    from cdclake.local.stack import LocalStack
+
+    status = LocalStack(env=env).status()
+    if not status.get("up"):
+        return {"error": "the local stack is not running (cdclake local up)"}
+    return dict(status.get("connectors", {}))
+
+
+def msk_connectors(client: Any, prefix: str) -> dict[str, Any]:
+    """MSK Connect connectors named after the environment's prefix."""
+    found: dict[str, Any] = {}
+    for page in client.get_paginator("list_connectors").paginate(connectorNamePrefix=prefix):
+        for item in page.get("connectors", []):
+            described = client.describe_connector(connectorArn=item["connectorArn"])
+            found[item["connectorName"]] = {
+                "state": described.get("connectorState", item.get("connectorState")),
+                "detail": (described.get("stateDescription") or {}).get("message"),
+            }
+    return found
+
+
+def collect(
+    config: EnvironmentConfig,
+    *,
+    now: dt.datetime | None = None,
+    aws_client: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """The whole screen as data: tables and connectors of ``config.env``."""
+    moment = now or dt.datetime.now(dt.UTC)
+    fs = AnyFileSystem()
+    local = config.env == "local"
+    if aws_client is None:
+        import boto3
+
+        def aws_client(service: str) -> Any:
+            return boto3.client(service, region_name=config.region)
+
+    tables: list[dict[str, Any]] = []
+    glue = None if local else aws_client("glue")
+    for table in config.lake_tables:
+        try:
+            place = (
+                local_place(config, table.name) if local else aws_place(config, table.name, glue)
+            )
+        except (LookupError, ValueError) as exc:
+            tables.append({"table": table.name, "errors": [_one_line(exc)]})
+            continue
+        # The local stack's moto answers CloudWatch too: what `cdclake merge --env local`
+        # publishes there is read back the same way.
+        tables.append(
+            table_status(place, fs=fs, now=moment, cloudwatch=aws_client("cloudwatch"), glue=glue)
+        )
+    try:
+        connectors = (
+            local_connectors(config.env)
+            if local
+            else msk_connectors(aws_client("kafkaconnect"), config.prefix)
+        )
+    except Exception as exc:
+        connectors = {"error": f"not reachable: {_one_line(exc)}"}
+    return {"env": config.env, "at": _iso(moment), "tables": tables, "connectors": connectors}
+
+
+def _lag_text(row: dict[str, Any]) -> str:
+    lag = row.get("lag_seconds")
+    if lag is None:
+        return "-"
+    seconds = int(lag)
+    text = f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds}s"
+    return f"{text} ({row['lag_from']})"
+
+
+def render(screen: dict[str, Any], console: Console) -> None:
+    grid = Table(title=f"cdc-lake {screen['env']} at {screen['at']}")
+    grid.add_column("table", no_wrap=True)
+    for column in ("last commit", "lag", "pending files", "quarantined", "last run"):
+        grid.add_column(column, overflow="fold")
+    for row in screen["tables"]:
+        commit = row.get("last_commit")
+        run = row.get("last_run")
+        grid.add_row(
+            row["table"],
+            f"v{row['version']} {commit['instant']}" if commit else "-",
+            _lag_text(row),
+            "?" if row.get("pending_files") is None else str(row["pending_files"]),
+            "?" if row.get("quarantined_lines") is None else str(row["quarantined_lines"]),
+            f"{run['outcome']} {run['at'] or ''}".strip() if run else "-",
+        )
+    console.print(grid)
+    for row in screen["tables"]:
+        for error in row.get("errors", []):
+            console.print(f"[yellow]{row['table']}[/yellow]: {error}", highlight=False)
+    connectors = screen["connectors"]
+    if "error" in connectors:
+        console.print(f"connectors: {connectors['error']}", highlight=False)
+        return
+    for name, info in sorted(connectors.items()):
+        tasks = info.get("tasks")
+        shown = f" tasks {','.join(map(str, tasks))}" if tasks else ""
+        detail = f" ({info['detail']})" if info.get("detail") else ""
+        console.print(f"connector {name}: {info.get('state')}{shown}{detail}", highlight=False)
+
+
+def status(
+    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
+    json_output: Annotated[bool, typer.Option("--json", help="print the screen as JSON")] = False,
+    config_dir: Annotated[
+        Path | None, typer.Option("--config-dir", help="folder of the environment files")
+    ] = None,
+) -> None:
+    """Per lake table: last commit, lag, pending change files, quarantined lines, last run."""
+    from cdclake.config import ConfigError, load_config
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        config = load_config(env, config_dir=config_dir)
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {str(exc).splitlines()[0]}", highlight=False)
+        raise typer.Exit(2) from None
+    screen = collect(config)
+    if json_output:
+        print(json.dumps(screen, indent=2, default=str))
+    else:
+        render(screen, Console())

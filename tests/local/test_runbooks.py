@@ -1,0 +1,305 @@
+"""The runbooks of docs/operations.md, each on the session's local stack, with its commands.
+
+Replication slot lost → ``cdclake snapshot`` → merge → ``cdclake validate``; quarantined lines
+after a fix → ``cdclake quarantine list | replay`` → ``cdclake validate``; ``cdclake status``.
+The commands run as processes, as an operator runs them; merges run in the session's shared
+SparkSession (``run_merge`` over the table's sink, what ``cdclake merge --env local`` runs)
+so that no test starts a JVM of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cdclake.config import CONFIG_DIR
+from cdclake.local.stack import AWS_ENV, LocalStack
+from tests.local.local_helpers import (
+    change_files,
+    lose_slot,
+    merge_in_session,
+    missing_merge_prerequisite,
+    row_ids,
+    run_cdclake,
+    spark_on_stack_s3,
+    wait_for_events,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.moto, pytest.mark.spark]
+ORDERS_TOPIC = "cdclake-local.public.orders"
+CUSTOMERS_TOPIC = "cdclake-local.public.customers"
+# Rows of these tests only: test_local_stack.py uses ids below 1000 in the same tables.
+BEFORE, LOST_UPDATE, LOST_INSERT, AFTER = (1000, 1001, 1002), 1000, 1003, 1004
+GOOD = range(2000, 2300)
+HUGE_BALANCE, HUGE_FEE = 2300, 2301
+SENTINEL = 1999
+
+
+@pytest.fixture(scope="module")
+def stack(local_stack: LocalStack) -> Iterator[LocalStack]:
+    """The session's stack, with this process pointed at it as `cdclake --env local` would be."""
+    reason = missing_merge_prerequisite()
+    if reason:
+        pytest.skip(f"the runbooks merge: {reason}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CDCLAKE_LOCAL_DIR", str(local_stack.root))
+        # lake_target sets these for this process; the patch puts the originals back.
+        for name, value in {**AWS_ENV, "AWS_ENDPOINT_URL": "unset"}.items():
+            patch.setenv(name, value)
+        yield local_stack
+
+
+@pytest.fixture(scope="module")
+def merge(stack: LocalStack, spark: Any) -> Any:
+    def run(table: str) -> dict[str, Any]:
+        with spark_on_stack_s3(spark, stack):
+            return merge_in_session(spark, table)
+
+    return run
+
+
+def _cdclake_json(stack: LocalStack, *args: str, codes: tuple[int, ...] = (0,)) -> Any:
+    result = run_cdclake(stack, *args, "--json")
+    assert result.returncode in codes, f"cdclake {' '.join(args)}:\n{result.stdout}{result.stderr}"
+    return json.loads(result.stdout)
+
+
+# --- replication slot lost → cdclake snapshot ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lost_orders(stack: LocalStack) -> list[dict[str, Any]]:
+    """Orders captured, then changed while the slot was gone, then captured again."""
+    with stack.connect() as conn:
+        conn.run(
+            "CREATE TABLE IF NOT EXISTS public.orders "
+            "(id int PRIMARY KEY, order_date date, note text)"
+        )
+    joined = run_cdclake(stack, "local", "reconcile")
+    assert joined.returncode == 0, joined.stderr
+    with stack.connect() as conn:
+        for order_id in BEFORE:
+            conn.run("INSERT INTO public.orders VALUES (:i, current_date, 'before')", i=order_id)
+    wait_for_events(stack, ORDERS_TOPIC, lambda seen: set(BEFORE) <= row_ids(seen))
+
+    def lost_changes() -> None:
+        with stack.connect() as conn:
+            conn.run("UPDATE public.orders SET note = 'lost' WHERE id = :i", i=LOST_UPDATE)
+            conn.run("INSERT INTO public.orders VALUES (:i, current_date, 'lost')", i=LOST_INSERT)
+
+    lose_slot(stack, lost_changes)
+    with stack.connect() as conn:
+        conn.run("INSERT INTO public.orders VALUES (:i, current_date, 'after')", i=AFTER)
+    return wait_for_events(stack, ORDERS_TOPIC, lambda seen: AFTER in row_ids(seen))
+
+
+def test_slot_lost_changes_made_meanwhile_never_captured(lost_orders: list[dict[str, Any]]) -> None:
+    assert LOST_INSERT not in row_ids(lost_orders)
+    updated = [p for p in lost_orders if (p.get("after") or {}).get("id") == LOST_UPDATE]
+    notes = {p["after"]["note"] for p in updated}
+    assert notes == {"before"}
+
+
+def test_snapshot_unconfigured_table_refused_in_one_line(stack: LocalStack) -> None:
+    result = run_cdclake(stack, "snapshot", "--env", "local", "--table", "public.stray")
+    assert result.returncode == 2
+    assert "not configured" in result.stderr and "public.stray" in result.stderr
+
+
+def test_snapshot_lost_rows_arrive_as_incremental_reads(
+    stack: LocalStack, lost_orders: list[dict[str, Any]]
+) -> None:
+    signal = json.loads(
+        run_cdclake(stack, "snapshot", "--env", "local", "--table", "public.orders").stdout
+    )
+    assert signal["type"] == "incremental" and signal["signal_table"] == "cdclake.debezium_signal"
+    reads = wait_for_events(
+        stack, ORDERS_TOPIC, lambda seen: {LOST_INSERT, LOST_UPDATE} <= row_ids(seen, "r")
+    )
+    # Reads of the same rows by reconcile's snapshot (when it joined the table) come earlier.
+    newest = {p["after"]["id"]: p for p in reads if p["op"] == "r"}
+    for row in (LOST_INSERT, LOST_UPDATE):
+        assert newest[row]["after"]["note"] == "lost"
+        assert newest[row]["source"]["snapshot"] == "incremental"
+
+
+def test_validate_after_resnapshot_and_merge_finds_lake_equal(
+    stack: LocalStack, merge: Any, lost_orders: list[dict[str, Any]]
+) -> None:
+    wait_for_events(stack, ORDERS_TOPIC, lambda seen: LOST_INSERT in row_ids(seen, "r"))
+    merged = merge("public.orders")
+    assert merged["committed"], merged
+    report = _cdclake_json(stack, "validate", "--env", "local", "--table", "public.orders")
+    assert report["equal"], report
+
+
+# --- quarantined lines after a fix → cdclake quarantine list | replay --------------------------
+
+
+@pytest.fixture(scope="module")
+def quarantined(stack: LocalStack, merge: Any) -> dict[str, Any]:
+    """Two rows whose numeric values fit no decimal(38,18): quarantined by the merge."""
+    with stack.connect() as conn:
+        conn.run(
+            "CREATE TABLE IF NOT EXISTS public.customers "
+            "(id int PRIMARY KEY, name text, password_hash text)"
+        )
+        conn.run(
+            "INSERT INTO public.customers VALUES (:i, 's', 'x') ON CONFLICT DO NOTHING", i=SENTINEL
+        )
+    joined = run_cdclake(stack, "local", "reconcile")
+    assert joined.returncode == 0, joined.stderr
+    if "public.customers" in joined.stderr.split("signalled", 1)[-1]:
+        # The table just joined: let its snapshot end first, so that it cannot also read the
+        # rows below (it reads keys up to the largest one present when it starts).
+        wait_for_events(stack, CUSTOMERS_TOPIC, lambda seen: SENTINEL in row_ids(seen, "r"))
+    with stack.connect() as conn:
+        conn.run(
+            "INSERT INTO public.customers SELECT g, 'good', 'x' "
+            "FROM generate_series(CAST(:a AS int), CAST(:b AS int)) g",
+            a=GOOD[0],
+            b=GOOD[-1],
+        )
+        # New unconstrained numeric columns: Debezium sends VariableScaleDecimal, which the
+        # merge reads as decimal(38,18); 10^25 does not fit it.
+        conn.run("ALTER TABLE public.customers ADD COLUMN IF NOT EXISTS balance numeric")
+        conn.run("ALTER TABLE public.customers ADD COLUMN IF NOT EXISTS fee numeric")
+        conn.run(
+            "INSERT INTO public.customers (id, name, password_hash, balance, fee) VALUES "
+            "(:a, 'huge balance', 'x', 1e25, NULL), (:b, 'huge fee', 'x', 1, 1e25)",
+            a=HUGE_BALANCE,
+            b=HUGE_FEE,
+        )
+    wait_for_events(
+        stack, CUSTOMERS_TOPIC, lambda seen: {HUGE_BALANCE, HUGE_FEE, *GOOD} <= row_ids(seen)
+    )
+    merged = merge("public.customers")
+    assert merged["committed"] and merged["quarantined"] == 2, merged
+    return merged
+
+
+@pytest.fixture(scope="module")
+def fixed_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """config/local.yaml with the fix the quarantine reason suggests, for balance only."""
+    raw = yaml.safe_load((CONFIG_DIR / "local.yaml").read_text())
+    for table in raw["tables"]:
+        if table["name"] == "public.customers":
+            table["column_types"] = {"balance": "string"}
+    path = tmp_path_factory.mktemp("fixed") / "local.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _listed(stack: LocalStack) -> list[dict[str, Any]]:
+    listing = _cdclake_json(
+        stack, "quarantine", "list", "--env", "local", "--table", "public.customers"
+    )
+    return list(listing["lines"])
+
+
+def _line_of(stack: LocalStack, line: dict[str, Any]) -> dict[str, Any]:
+    """The change file line a quarantine entry names, read from the bucket."""
+    files = change_files(stack)
+    key = line["source_file"].split("://", 1)[1].split("/", 1)[1]
+    record = files[key].decode().split("\n")[line["line"] - 1]
+    return dict(json.loads(record)["payload"])
+
+
+def test_quarantine_list_names_source_line_and_reason(
+    stack: LocalStack, quarantined: dict[str, Any]
+) -> None:
+    lines = _listed(stack)
+    assert len(lines) == 2
+    by_id = {_line_of(stack, line)["after"]["id"]: line for line in lines}
+    assert set(by_id) == {HUGE_BALANCE, HUGE_FEE}
+    assert "column 'balance'" in by_id[HUGE_BALANCE]["reason"]
+    assert "column 'fee'" in by_id[HUGE_FEE]["reason"]
+    # The reason names the type and the fix (column_types: string).
+    assert all("decimal(38,18)" in line["reason"] for line in lines)
+    assert all("column_types" in line["reason"] for line in lines)
+
+
+@pytest.fixture(scope="module")
+def replayed(
+    stack: LocalStack, spark: Any, quarantined: dict[str, Any], fixed_config: Path
+) -> dict[str, Any]:
+    from cdclake.config import load_config
+    from cdclake.ops import local_place
+    from cdclake.quarantine import replay
+
+    place = local_place(load_config("local", path=fixed_config), "public.customers")
+    with spark_on_stack_s3(spark, stack):
+        return replay(place, spark_factory=lambda: spark).as_dict()
+
+
+def test_quarantine_replay_after_fix_applies_readable_line_once(
+    replayed: dict[str, Any],
+) -> None:
+    assert replayed["applied"] == 1 and replayed["still_failing"] == 1, replayed
+    assert replayed["merge"]["upserts"] == 1 and replayed["merge"]["quarantined"] == 0
+
+
+def test_quarantine_replay_again_changes_nothing(
+    stack: LocalStack, replayed: dict[str, Any], fixed_config: Path
+) -> None:
+    again = _cdclake_json(
+        stack,
+        "quarantine",
+        "replay",
+        "--env",
+        "local",
+        "--table",
+        "public.customers",
+        "--config",
+        str(fixed_config),
+    )
+    assert again["replay"] is None and again["applied"] == 0 and again["still_failing"] == 1
+    status = _cdclake_json(stack, "status", "--env", "local")
+    customers = next(t for t in status["tables"] if t["table"] == "public.customers")
+    assert customers["version"] == replayed["version"]
+
+
+def test_quarantine_unfixed_line_stays_listed_with_its_reason(
+    stack: LocalStack, replayed: dict[str, Any]
+) -> None:
+    lines = _listed(stack)
+    assert len(lines) == 1
+    assert _line_of(stack, lines[0])["after"]["id"] == HUGE_FEE
+    assert "column 'fee'" in lines[0]["reason"]
+
+
+def test_validate_after_replay_names_only_the_still_quarantined_key(
+    stack: LocalStack, replayed: dict[str, Any]
+) -> None:
+    report = _cdclake_json(
+        stack, "validate", "--env", "local", "--table", "public.customers", codes=(1,)
+    )
+    assert report["missing_key_examples"] == [{"id": str(HUGE_FEE)}], report
+    assert report["differing_rows"] == 0 and report["extra_keys"] == 0, report
+
+
+# --- cdclake status ---------------------------------------------------------------------------
+
+
+def test_status_local_shows_commit_lag_pending_quarantine_and_connectors(
+    stack: LocalStack, replayed: dict[str, Any], lost_orders: list[dict[str, Any]]
+) -> None:
+    with stack.connect() as conn:
+        conn.run("INSERT INTO public.orders VALUES (1005, current_date, 'pending')")
+    wait_for_events(stack, ORDERS_TOPIC, lambda seen: 1005 in row_ids(seen))
+    screen = _cdclake_json(stack, "status", "--env", "local")
+    tables = {t["table"]: t for t in screen["tables"]}
+    orders, customers = tables["public.orders"], tables["public.customers"]
+    assert orders["last_commit"]["instant"].isdigit() and orders["version"] >= 1
+    assert orders["pending_files"] >= 1 and orders["lag_seconds"] >= 0
+    assert customers["quarantined_lines"] == 1 and customers["pending_files"] == 0
+    assert "replay" in customers["last_run"]["detail"]
+    assert {c["state"] for c in screen["connectors"].values()} == {"RUNNING"}
+    assert all(not t["errors"] for t in screen["tables"]), screen
+    table = run_cdclake(stack, "status", "--env", "local")
+    assert table.returncode == 0 and "public.orders" in table.stdout
