@@ -11,7 +11,7 @@ from pg8000.native import Connection, DatabaseError, InterfaceError
 
 from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import TableSpec
-from tests.bootstrap.conftest import Database
+from tests.bootstrap.bootstrap_helpers import Database
 
 pytestmark = pytest.mark.postgres
 

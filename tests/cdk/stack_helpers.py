@@ -58,6 +58,12 @@ def strings(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else []
 
 
+def cdk_context() -> dict[str, Any]:
+    """The app's context from cdk.json (feature flags, pinned AZs), as ``cdk synth`` uses it."""
+    root = Path(__file__).resolve().parents[2]
+    return dict(json.loads((root / "cdk.json").read_text())["context"])
+
+
 def synth_variant(env: str, role: str, **connect: Any) -> dict[str, Any]:
     """One stack's template for ``env`` with ``connect`` settings overridden (a second synth,
     so only for what the shared synth of the checked-in configs cannot show)."""
@@ -68,9 +74,7 @@ def synth_variant(env: str, role: str, **connect: Any) -> dict[str, Any]:
 
     config = load_config(env)
     config = config.model_copy(update={"connect": config.connect.model_copy(update=connect)})
-    root = Path(__file__).resolve().parents[2]
-    context = json.loads((root / "cdk.json").read_text())["context"]
-    app = cdk.App(context={**context, "env": env})
+    app = cdk.App(context={**cdk_context(), "env": env})
     stacks = build_stacks(app, config)
     return dict(app.synth().get_stack_by_name(stacks[role].stack_name).template)
 

@@ -48,7 +48,7 @@ def test_gates_cdk_nag_insecure_resource_fails_synth(tmp_path: Path) -> None:
 
     from cdclake.config import load_config
     from stacks import build_stacks
-    from tests.conftest import cdk_context
+    from tests.cdk.stack_helpers import cdk_context
 
     app = cdk.App(context={**cdk_context(), "env": "dev"}, outdir=str(tmp_path))
     stacks = build_stacks(app, load_config("dev"))

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from lambdas.fanout import handler
-from tests.fanout.conftest import (
+from tests.fanout.fanout_helpers import (
     BUCKET,
     Bus,
     FakeContext,
