@@ -231,6 +231,10 @@ def test_fanout_status_json_lists_aws_endpoint_and_consumer_queues(
 def test_fanout_http_consumer_request_carries_the_api_key(
     run: Run, fanout_stack: LocalStack
 ) -> None:
+    """moto 5.2 does not deliver to API destinations (MOTO_EVENTS_INVOKE_HTTP sends neither the
+    event nor the Connection's key), so the request EventBridge would send is built from the
+    rule's target, the API destination and its Connection as stored on moto, and sent to a
+    local server that accepts only the consumer's key."""
     config = fanout_stack.config
     aws = AwsClients(
         endpoint=fanout_stack.status()["aws_endpoint"], region=config.region, credentials=AWS_ENV
