@@ -52,17 +52,30 @@ def up(
             help="also Debezium Server, Kinesis, the fan-out handler, EventBridge and SQS",
         ),
     ] = False,
+    capture: Annotated[
+        bool,
+        typer.Option(
+            "--capture/--no-capture",
+            help="--no-capture: database, Kafka and S3 only; load data, then `up` snapshots it",
+        ),
+    ] = True,
 ) -> None:
     """Start (or resume) the stack and wait until both connectors are RUNNING."""
     stack = _stack(env, state_dir)
     try:
         with console.status("starting") as spinner:
-            stack.up(timeout=timeout, progress=lambda step: spinner.update(step), fanout=fanout)
+            stack.up(
+                timeout=timeout,
+                progress=lambda step: spinner.update(step),
+                fanout=fanout,
+                capture=capture,
+            )
     except StackError as exc:
         # What did start keeps running for a look at its log; `down` stops it.
         _fail(StackError(f"{exc}\n(what started is still running: cdclake local down stops it)"))
     status = stack.status()
-    console.print(f"[green]up[/green]: connectors RUNNING; logs in {stack.root / 'logs'}")
+    started = "connectors RUNNING" if capture else "no capture yet (`up` starts it)"
+    console.print(f"[green]up[/green]: {started}; logs in {stack.root / 'logs'}")
     for key in ("postgres_dsn", "kafka_bootstrap", "connect_url", "s3_endpoint", "changes_uri"):
         console.print(f"  {key}: {status[key]}", highlight=False)
     for name, consumer in status.get("consumers", {}).items():

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from pg8000.native import Connection, DatabaseError, InterfaceError, identifier, literal
+from pg8000.native import Connection, DatabaseError, InterfaceError, identifier
 
-from cdclake.config import EnvironmentConfig, load_config
+from cdclake.config import load_config
 from cdclake.local import fanout as local_fanout
 from cdclake.local import processes
 from cdclake.local.connect import (
@@ -46,13 +46,13 @@ from cdclake.local.connect import (
     worker_config,
 )
 from cdclake.local.processes import StackError, Tracked
+from cdclake.replication import bootstrap_spec
 from connectors.configs import connector_name, render_properties
 from lambdas.bootstrap.sql import (
     BootstrapResult,
-    BootstrapSpec,
-    TableSpec,
     bootstrap,
     publication_tables,
+    signal_incremental_snapshot,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -123,21 +123,6 @@ class ReconcileResult:
     bootstrap: BootstrapResult
     joined: list[str]
     signal_id: str | None
-
-
-def bootstrap_spec(config: EnvironmentConfig) -> BootstrapSpec:
-    """The spec the Aurora custom resource gets (stacks/components/replication_bootstrap.py
-    builds the same from config; importing it would start the CDK's jsii runtime)."""
-    replication = config.database.replication
-    return BootstrapSpec(
-        replication_user=replication.user,
-        publication=replication.publication,
-        heartbeat_table=replication.heartbeat_table,
-        signal_table=replication.signal_table,
-        tables=tuple(TableSpec(t.name, t.replica_identity) for t in config.tables),
-        slots=(replication.slot, replication.fanout_slot),
-        drop_objects_on_delete=replication.drop_objects_on_delete,
-    )
 
 
 def postgres_bin_dir() -> Path:
@@ -239,10 +224,13 @@ class LocalStack:
         timeout: float = 300.0,
         progress: Callable[[str], None] = lambda _: None,
         fanout: bool = False,
+        capture: bool = True,
     ) -> State:
         """Start whatever is not running, (re)configure the connectors, wait for RUNNING.
 
         ``fanout`` (kept for later ``up``s) adds the fan-out: ``cdclake.local.fanout``.
+        ``capture=False`` stops before Kafka Connect: the database can be loaded first, and the
+        next ``up`` starts the connectors, whose initial snapshot then reads what is there.
         """
         state = self.load_state()
         if state is not None and state.env != self.env:
@@ -278,6 +266,9 @@ class LocalStack:
                 progress("starting Kafka (KRaft)")
                 state.processes["kafka"] = self._start_kafka(state)
                 self._save(state)
+            if not capture:
+                self._save(state)
+                return state
             if "connect" not in state.processes:
                 progress("starting Kafka Connect")
                 state.processes["connect"] = self._start_connect(state, timeout=timeout)
@@ -720,7 +711,10 @@ class LocalStack:
                 client.restart(connector_name(self.config, "debezium-source"))
                 time.sleep(2)
                 self.wait_running(state, timeout=120)
-            signal_id = signal_incremental_snapshot(self, state, joined)
+            with self.connect(state) as conn:
+                signal_id = signal_incremental_snapshot(
+                    conn, self.config.database.replication.signal_table, joined
+                )
         return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
 
     # -- crash -------------------------------------------------------------------------
@@ -760,20 +754,6 @@ class LocalStack:
         if purge and self.root.exists():
             shutil.rmtree(self.root)
         return stopped
-
-
-def signal_incremental_snapshot(stack: LocalStack, state: State, tables: list[str]) -> str:
-    """Insert an ``execute-snapshot`` row into the signal table; returns the signal id."""
-    signal_id = str(uuid.uuid4())
-    data = json.dumps({"data-collections": tables, "type": "incremental"})
-    table = stack.config.database.replication.signal_table
-    schema, _, name = table.partition(".")
-    with stack.connect(state) as conn:
-        conn.run(
-            f"INSERT INTO {identifier(schema)}.{identifier(name)} (id, type, data) "
-            f"VALUES ({literal(signal_id)}, 'execute-snapshot', {literal(data)})"
-        )
-    return signal_id
 
 
 def _safe(check: Callable[[], bool]) -> bool:

@@ -16,26 +16,12 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
-from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
+from cdclake.replication import bootstrap_spec
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 from stacks.components.python_bundling import python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
-
-
-def bootstrap_spec(config: EnvironmentConfig) -> BootstrapSpec:
-    """What the bootstrap makes true, from the environment config (all tables, not only lake)."""
-    replication = config.database.replication
-    return BootstrapSpec(
-        replication_user=replication.user,
-        publication=replication.publication,
-        heartbeat_table=replication.heartbeat_table,
-        signal_table=replication.signal_table,
-        tables=tuple(TableSpec(t.name, t.replica_identity) for t in config.tables),
-        slots=(replication.slot, replication.fanout_slot),
-        drop_objects_on_delete=replication.drop_objects_on_delete,
-    )
 
 
 class ReplicationBootstrap(Construct):

@@ -10,7 +10,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_events as events
 
-from stacks.components.replication_bootstrap import bootstrap_spec
+from cdclake.replication import bootstrap_spec
 from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
 
 pytestmark = pytest.mark.cdk

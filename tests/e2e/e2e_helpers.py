@@ -182,6 +182,7 @@ class Workload:
         self.next_order, self.next_customer = 1, 1
         self.tier = False  # customers.tier exists
         self.customer_writes = False
+        self.order_writes = True
         self.ops = 0
         self.errors: list[BaseException] = []
         self._thread: threading.Thread | None = None
@@ -366,7 +367,11 @@ class Workload:
 
     def step(self) -> None:
         """One random operation; a third of them are multi-statement transactions."""
-        tables = ["orders", "customers"] if self.customer_writes else ["orders"]
+        tables = [
+            name
+            for name, on in (("orders", self.order_writes), ("customers", self.customer_writes))
+            if on
+        ]
         statements = self.rng.randint(2, 5) if self.rng.random() < 0.33 else 1
         if statements > 1:
             self.sql("BEGIN")
