@@ -25,28 +25,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cdclake.fanout_settings import MappingSettings
+
 Record = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class MappingSettings:
-    """One ``AWS::Lambda::EventSourceMapping`` of the fan-out function."""
-
-    batch_size: int
-    batching_window_s: float
-    bisect_on_error: bool
-    retry_attempts: int
-    max_record_age_s: int
-    report_batch_item_failures: bool
-    starting_position: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

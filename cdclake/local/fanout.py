@@ -40,8 +40,13 @@ import boto3
 import requests
 
 from cdclake.config import ConsumerConfig, EnvironmentConfig
+from cdclake.fanout_settings import (
+    FAILED_RECORDS_RETENTION_DAYS,
+    MAPPING,
+    PUT_EVENTS_BACKOFF_SECONDS,
+    PUT_EVENTS_MAX_ATTEMPTS,
+)
 from cdclake.local import processes
-from cdclake.local.event_source import MappingSettings
 from cdclake.local.processes import StackError, Tracked
 from connectors.configs import (
     DatabaseEndpoint,
@@ -59,21 +64,7 @@ SERVER_LIB = REPO_ROOT / "jvm" / "lib" / "debezium-server"
 FANOUT_PROCESSES = ("debezium-server", "fanout-lambda")
 FUNCTION_NAME = "fanout"
 
-# The fan-out function's event source mapping and environment, as ``FanOut`` declares them
-# (stacks/components/fan_out.py passes these as literals; kept equal by
-# tests/fanout_e2e/test_fanout_configs.py, which reads the synthesized construct).
-MAPPING = MappingSettings(
-    batch_size=100,
-    batching_window_s=1.0,
-    bisect_on_error=True,
-    retry_attempts=5,
-    max_record_age_s=6 * 3600,
-    report_batch_item_failures=True,
-    starting_position="TRIM_HORIZON",
-)
-PUT_EVENTS_MAX_ATTEMPTS = "4"
-PUT_EVENTS_BACKOFF_SECONDS = "0.2"
-FAILED_RECORDS_RETENTION_S = 14 * 24 * 3600
+FAILED_RECORDS_RETENTION_S = FAILED_RECORDS_RETENTION_DAYS * 24 * 3600
 
 
 def cdk_components() -> tuple[ModuleType, ModuleType, ModuleType]:
@@ -560,8 +551,8 @@ def start(
                 "ROUTES": json.dumps(resources["routes"], separators=(",", ":"), sort_keys=True),
                 "CLAIM_CHECK_BUCKET": resources["claim_check_bucket"],
                 "CLAIM_CHECK_THRESHOLD_BYTES": str(stack.config.fanout.claim_check_threshold_bytes),
-                "PUT_EVENTS_MAX_ATTEMPTS": PUT_EVENTS_MAX_ATTEMPTS,
-                "PUT_EVENTS_BACKOFF_SECONDS": PUT_EVENTS_BACKOFF_SECONDS,
+                "PUT_EVENTS_MAX_ATTEMPTS": str(PUT_EVENTS_MAX_ATTEMPTS),
+                "PUT_EVENTS_BACKOFF_SECONDS": str(PUT_EVENTS_BACKOFF_SECONDS),
                 "POWERTOOLS_SERVICE_NAME": "fanout",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             },

@@ -23,6 +23,12 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from cdclake.fanout_settings import (
+    FAILED_RECORDS_RETENTION_DAYS,
+    MAPPING,
+    PUT_EVENTS_BACKOFF_SECONDS,
+    PUT_EVENTS_MAX_ATTEMPTS,
+)
 from stacks.components.log_storage import access_log_bucket, log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
 
@@ -89,7 +95,7 @@ class FanOut(Construct):
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=encryption_key,
             enforce_ssl=True,
-            retention_period=cdk.Duration.days(14),
+            retention_period=cdk.Duration.days(FAILED_RECORDS_RETENTION_DAYS),
         )
         acknowledge(
             self.failure_queue,
@@ -122,8 +128,8 @@ class FanOut(Construct):
                 "ROUTES": json.dumps(routes(config), separators=(",", ":"), sort_keys=True),
                 "CLAIM_CHECK_BUCKET": self.claim_check_bucket.bucket_name,
                 "CLAIM_CHECK_THRESHOLD_BYTES": str(config.fanout.claim_check_threshold_bytes),
-                "PUT_EVENTS_MAX_ATTEMPTS": "4",
-                "PUT_EVENTS_BACKOFF_SECONDS": "0.2",
+                "PUT_EVENTS_MAX_ATTEMPTS": str(PUT_EVENTS_MAX_ATTEMPTS),
+                "PUT_EVENTS_BACKOFF_SECONDS": str(PUT_EVENTS_BACKOFF_SECONDS),
                 "POWERTOOLS_SERVICE_NAME": "fanout",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             },
@@ -138,13 +144,15 @@ class FanOut(Construct):
             self.function.add_event_source(
                 sources.KinesisEventSource(
                     stream,
-                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                    batch_size=100,
-                    max_batching_window=cdk.Duration.seconds(1),
-                    bisect_batch_on_error=True,
-                    retry_attempts=5,
-                    max_record_age=cdk.Duration.hours(6),
-                    report_batch_item_failures=True,
+                    starting_position=lambda_.StartingPosition[MAPPING.starting_position],
+                    batch_size=MAPPING.batch_size,
+                    max_batching_window=cdk.Duration.millis(
+                        round(MAPPING.batching_window_s * 1000)
+                    ),
+                    bisect_batch_on_error=MAPPING.bisect_on_error,
+                    retry_attempts=MAPPING.retry_attempts,
+                    max_record_age=cdk.Duration.seconds(MAPPING.max_record_age_s),
+                    report_batch_item_failures=MAPPING.report_batch_item_failures,
                     parallelization_factor=1,
                     on_failure=sources.SqsDlq(self.failure_queue),
                 )

@@ -138,8 +138,8 @@ def test_local_function_environment_matches_the_fan_out_construct(
     (function,) = _resources(fan_out_template, "AWS::Lambda::Function")
     deployed = function["Environment"]["Variables"]
     assert json.loads(deployed["ROUTES"]) == cdk_components()[2].routes(config)
-    assert deployed["PUT_EVENTS_MAX_ATTEMPTS"] == PUT_EVENTS_MAX_ATTEMPTS
-    assert deployed["PUT_EVENTS_BACKOFF_SECONDS"] == PUT_EVENTS_BACKOFF_SECONDS
+    assert deployed["PUT_EVENTS_MAX_ATTEMPTS"] == str(PUT_EVENTS_MAX_ATTEMPTS)
+    assert deployed["PUT_EVENTS_BACKOFF_SECONDS"] == str(PUT_EVENTS_BACKOFF_SECONDS)
     assert deployed["CLAIM_CHECK_THRESHOLD_BYTES"] == str(config.fanout.claim_check_threshold_bytes)
     (queue,) = _resources(fan_out_template, "AWS::SQS::Queue")
     assert queue["MessageRetentionPeriod"] == FAILED_RECORDS_RETENTION_S
