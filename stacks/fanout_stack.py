@@ -17,7 +17,7 @@ from stacks.components.database_access import allow_database_from, database_endp
 from stacks.components.debezium_server import DebeziumServer
 from stacks.components.event_bus import ChangeEventBus
 from stacks.components.event_consumers import EventConsumers
-from stacks.components.fan_out import FanOut
+from stacks.components.fanout_function import FanOut
 from stacks.database_stack import DatabaseStack
 
 

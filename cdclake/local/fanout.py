@@ -68,15 +68,15 @@ FAILED_RECORDS_RETENTION_S = FAILED_RECORDS_RETENTION_DAYS * 24 * 3600
 
 
 def cdk_components() -> tuple[ModuleType, ModuleType, ModuleType]:
-    """``stacks.components``' debezium_server, event_consumers, fan_out (starts jsii)."""
+    """``stacks.components``' debezium_server, event_consumers, fanout_function (starts jsii)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     # jsii prints a banner per process on an end-of-life Node; the variable lists majors.
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    from stacks.components import debezium_server, event_consumers, fan_out
+    from stacks.components import debezium_server, event_consumers, fanout_function
 
-    return debezium_server, event_consumers, fan_out
+    return debezium_server, event_consumers, fanout_function
 
 
 # -- names ---------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
 
 def provision(config: EnvironmentConfig, aws: AwsClients, secrets_dir: Path) -> dict[str, Any]:
     """Create (idempotently) what the fan-out stack declares; return names, URLs and ARNs."""
-    _, consumers_module, fan_out = cdk_components()
+    _, consumers_module, fanout_function = cdk_components()
     kinesis, sqs, events, s3, secretsmanager = (
         aws.client(s) for s in ("kinesis", "sqs", "events", "s3", "secretsmanager")
     )
@@ -381,7 +381,7 @@ def provision(config: EnvironmentConfig, aws: AwsClients, secrets_dir: Path) -> 
         events.put_targets(Rule=names.rule, EventBusName=bus, Targets=targets)
         consumers[consumer.name] = entry
 
-    routes = fan_out.routes(config)
+    routes = fanout_function.routes(config)
     return {
         "bus": bus,
         "bus_arn": bus_arn,

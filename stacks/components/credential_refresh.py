@@ -14,7 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.components.fan_out import POWERTOOLS_LAYER, RUNTIME
+from stacks.components.fanout_function import POWERTOOLS_LAYER, RUNTIME
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 

@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdclake.config import ConsumerConfig, EnvironmentConfig, HttpTarget
-from stacks.components.fan_out import queue_depth_alarm
+from stacks.components.fanout_function import queue_depth_alarm
 from stacks.components.nag import acknowledge
 
 API_KEY_HEADER = "x-api-key"

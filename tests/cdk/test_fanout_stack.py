@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stacks.components.fan_out import routes
+from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import normalized, only, resources, stable, strings
 
 pytestmark = pytest.mark.cdk

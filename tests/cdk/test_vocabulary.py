@@ -40,3 +40,16 @@ def test_vocabulary_log_groups_only_through_helper() -> None:
 def test_vocabulary_access_log_buckets_only_through_helper() -> None:
     # SSE-S3 is what marks an access-log bucket: every other bucket uses a KMS key.
     assert _offending(r"BucketEncryption\.S3_MANAGED", {"log_storage.py"}) == []
+
+
+def test_vocabulary_fanout_spelled_one_way() -> None:
+    # "fanout" in code and file names (FanOut in CamelCase); never "fan_out".
+    python = [p for p in ROOT.rglob("*.py") if not {".venv", "node_modules"} & set(p.parts)]
+    assert [p.name for p in python if "fan_out" in p.name] == []
+    assert [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in python
+        if p.name != "test_vocabulary.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "fan_out" in line
+    ] == []

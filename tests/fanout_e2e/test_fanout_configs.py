@@ -83,7 +83,7 @@ def test_local_streams_are_named_after_their_debezium_topics(config: Environment
 
 
 @pytest.fixture(scope="module")
-def fan_out_template(config: EnvironmentConfig) -> dict[str, Any]:
+def fanout_template(config: EnvironmentConfig) -> dict[str, Any]:
     """``FanOut`` alone in a stack, synthesized with the project's CDK context."""
     import aws_cdk as cdk
     from aws_cdk import assertions
@@ -91,7 +91,7 @@ def fan_out_template(config: EnvironmentConfig) -> dict[str, Any]:
     from aws_cdk import aws_kinesis as kinesis
     from aws_cdk import aws_kms as kms
 
-    from stacks.components.fan_out import FanOut
+    from stacks.components.fanout_function import FanOut
 
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     stack = cdk.Stack(
@@ -115,10 +115,10 @@ def _resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
 
 
-def test_local_event_source_mapping_matches_the_fan_out_construct(
-    fan_out_template: dict[str, Any],
+def test_local_event_source_mapping_matches_the_fanout_construct(
+    fanout_template: dict[str, Any],
 ) -> None:
-    (mapping,) = _resources(fan_out_template, "AWS::Lambda::EventSourceMapping")
+    (mapping,) = _resources(fanout_template, "AWS::Lambda::EventSourceMapping")
     assert {
         "batch_size": mapping["BatchSize"],
         "batching_window_s": float(mapping["MaximumBatchingWindowInSeconds"]),
@@ -132,14 +132,14 @@ def test_local_event_source_mapping_matches_the_fan_out_construct(
     assert mapping["ParallelizationFactor"] == 1  # one batch per shard at a time, as locally
 
 
-def test_local_function_environment_matches_the_fan_out_construct(
-    config: EnvironmentConfig, fan_out_template: dict[str, Any]
+def test_local_function_environment_matches_the_fanout_construct(
+    config: EnvironmentConfig, fanout_template: dict[str, Any]
 ) -> None:
-    (function,) = _resources(fan_out_template, "AWS::Lambda::Function")
+    (function,) = _resources(fanout_template, "AWS::Lambda::Function")
     deployed = function["Environment"]["Variables"]
     assert json.loads(deployed["ROUTES"]) == cdk_components()[2].routes(config)
     assert deployed["PUT_EVENTS_MAX_ATTEMPTS"] == str(PUT_EVENTS_MAX_ATTEMPTS)
     assert deployed["PUT_EVENTS_BACKOFF_SECONDS"] == str(PUT_EVENTS_BACKOFF_SECONDS)
     assert deployed["CLAIM_CHECK_THRESHOLD_BYTES"] == str(config.fanout.claim_check_threshold_bytes)
-    (queue,) = _resources(fan_out_template, "AWS::SQS::Queue")
+    (queue,) = _resources(fanout_template, "AWS::SQS::Queue")
     assert queue["MessageRetentionPeriod"] == FAILED_RECORDS_RETENTION_S
