@@ -78,7 +78,12 @@ class FanOutStack(cdk.Stack):
 
         # The bus and its archive.
         self.change_bus = ChangeEventBus(
-            self, "Bus", config=config, encryption_key=self.encryption_key
+            self,
+            "Bus",
+            name=config.resource_name("changes"),
+            fanout=config.fanout,
+            tables=config.fanout_tables,
+            encryption_key=self.encryption_key,
         )
         self.event_bus = self.change_bus.bus
 
@@ -86,7 +91,8 @@ class FanOutStack(cdk.Stack):
         self.fanout = FanOut(
             self,
             "FanOut",
-            config=config,
+            fanout=config.fanout,
+            tables=config.fanout_tables,
             encryption_key=self.encryption_key,
             bus=self.event_bus,
             streams=streams,
@@ -97,7 +103,8 @@ class FanOutStack(cdk.Stack):
         self.event_consumers = EventConsumers(
             self,
             "Consumers",
-            config=config,
+            fanout=config.fanout,
+            tables=config.fanout_tables,
             bus=self.event_bus,
             encryption_key=self.encryption_key,
         )

@@ -337,7 +337,7 @@ def provision(config: EnvironmentConfig, aws: AwsClients, secrets_dir: Path) -> 
                 )
             },
         )
-        rendered = consumers_module.event_pattern(config, consumer)
+        rendered = consumers_module.event_pattern(config.fanout_tables, consumer)
         pattern = {
             "source": list(rendered.source),
             "detail-type": list(rendered.detail_type),
@@ -381,7 +381,7 @@ def provision(config: EnvironmentConfig, aws: AwsClients, secrets_dir: Path) -> 
         events.put_targets(Rule=names.rule, EventBusName=bus, Targets=targets)
         consumers[consumer.name] = entry
 
-    routes = fanout_function.routes(config)
+    routes = fanout_function.routes(config.fanout_tables)
     return {
         "bus": bus,
         "bus_arn": bus_arn,

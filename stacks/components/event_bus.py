@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import FanOutConfig, TableConfig
 
 
 class ChangeEventBus(Construct):
@@ -16,26 +18,26 @@ class ChangeEventBus(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        name: str,
+        fanout: FanOutConfig,
+        tables: Sequence[TableConfig],
         encryption_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.bus = events.EventBus(
-            self, "Bus", event_bus_name=config.resource_name("changes"), kms_key=encryption_key
-        )
+        self.bus = events.EventBus(self, "Bus", event_bus_name=name, kms_key=encryption_key)
         # Everything the fan-out publishes, kept for replay into the same bus. L1, because
         # EventBus.archive() drops kms_key (aws-cdk#38298) and the Archive L2 writes the bus's
         # GetAtt ARN into the key policy, a cycle (key -> bus -> key) CloudFormation rejects.
         # Placed where archive() put it, so the logical id stays and the archive is updated.
-        sources = sorted({t.event_source for t in config.fanout_tables})
+        sources = sorted({t.event_source for t in tables})
         self.archive = events.CfnArchive(
             Construct(self.bus, "Archive"),
             "Archive",
             source_arn=self.bus.event_bus_arn,
-            archive_name=config.resource_name("changes"),
+            archive_name=name,
             description="every change event, for replay",
             event_pattern={"source": sources or ["cdc"]},
-            retention_days=config.fanout.archive_retention_days,
+            retention_days=fanout.archive_retention_days,
             kms_key_identifier=encryption_key.key_arn,
         )
         # The archive key policy AWS documents: EventBridge describes the key unconditionally

@@ -10,6 +10,8 @@ literal): ``api_key`` secrets hold ``{"api_key": ...}``, OAuth client credential
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
@@ -18,7 +20,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cdclake.config import ConsumerConfig, EnvironmentConfig, HttpTarget
+from cdclake.config import ConsumerConfig, FanOutConfig, HttpTarget, TableConfig
 from stacks.components.fanout_function import queue_depth_alarm
 from stacks.components.nag import acknowledge
 
@@ -35,12 +37,12 @@ TARGET_RETRIES = 8
 TARGET_MAX_AGE = cdk.Duration.hours(6)
 
 
-def event_pattern(config: EnvironmentConfig, consumer: ConsumerConfig) -> events.EventPattern:
+def event_pattern(tables: Sequence[TableConfig], consumer: ConsumerConfig) -> events.EventPattern:
     """The consumer's tables (by Source and DetailType) and operations."""
-    tables = [config.table(name) for name in consumer.tables]
+    chosen = [t for t in tables if t.name in consumer.tables]
     return events.EventPattern(
-        source=sorted({t.event_source for t in tables}),
-        detail_type=sorted({t.event_detail_type for t in tables}),
+        source=sorted({t.event_source for t in chosen}),
+        detail_type=sorted({t.event_detail_type for t in chosen}),
         detail={"op": list(consumer.ops)},
     )
 
@@ -57,8 +59,8 @@ class EventConsumer(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
         consumer: ConsumerConfig,
+        tables: Sequence[TableConfig],
         bus: events.IEventBus,
         encryption_key: kms.IKey,
     ) -> None:
@@ -93,7 +95,7 @@ class EventConsumer(Construct):
             "Rule",
             event_bus=bus,
             description=f"{consumer.name}: {', '.join(consumer.tables)} ({''.join(consumer.ops)})",
-            event_pattern=event_pattern(config, consumer),
+            event_pattern=event_pattern(tables, consumer),
         )
         self.rule.add_target(
             targets.SqsQueue(
@@ -175,7 +177,8 @@ class EventConsumers(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        fanout: FanOutConfig,
+        tables: Sequence[TableConfig],
         bus: events.IEventBus,
         encryption_key: kms.IKey,
     ) -> None:
@@ -184,10 +187,10 @@ class EventConsumers(Construct):
             consumer.name: EventConsumer(
                 self,
                 _pascal(consumer.name),
-                config=config,
                 consumer=consumer,
+                tables=tables,
                 bus=bus,
                 encryption_key=encryption_key,
             )
-            for consumer in config.fanout.consumers
+            for consumer in fanout.consumers
         }

@@ -22,7 +22,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import FanOutConfig, TableConfig
 from cdclake.fanout_settings import (
     FAILED_RECORDS_RETENTION_DAYS,
     MAPPING,
@@ -41,7 +41,7 @@ POWERTOOLS_LAYER = (
 TIMEOUT = cdk.Duration.seconds(60)
 
 
-def routes(config: EnvironmentConfig) -> dict[str, dict[str, object]]:
+def routes(tables: Sequence[TableConfig]) -> dict[str, dict[str, object]]:
     """The ``ROUTES`` environment variable: Source/DetailType/primary key per fan-out table."""
     return {
         table.name: {
@@ -49,7 +49,7 @@ def routes(config: EnvironmentConfig) -> dict[str, dict[str, object]]:
             "detail_type": table.event_detail_type,
             "primary_key": list(table.primary_key),
         }
-        for table in config.fanout_tables
+        for table in tables
     }
 
 
@@ -59,7 +59,8 @@ class FanOut(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        fanout: FanOutConfig,
+        tables: Sequence[TableConfig],
         encryption_key: kms.IKey,
         bus: events.IEventBus,
         streams: Sequence[kinesis.IStream],
@@ -82,7 +83,7 @@ class FanOut(Construct):
             server_access_logs_prefix="claim-checks/",
             lifecycle_rules=[
                 s3.LifecycleRule(
-                    expiration=cdk.Duration.days(max(7, config.fanout.archive_retention_days))
+                    expiration=cdk.Duration.days(max(7, fanout.archive_retention_days))
                 )
             ],
             removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -125,9 +126,9 @@ class FanOut(Construct):
             log_group=self.log_group,
             environment={
                 "EVENT_BUS_NAME": bus.event_bus_name,
-                "ROUTES": json.dumps(routes(config), separators=(",", ":"), sort_keys=True),
+                "ROUTES": json.dumps(routes(tables), separators=(",", ":"), sort_keys=True),
                 "CLAIM_CHECK_BUCKET": self.claim_check_bucket.bucket_name,
-                "CLAIM_CHECK_THRESHOLD_BYTES": str(config.fanout.claim_check_threshold_bytes),
+                "CLAIM_CHECK_THRESHOLD_BYTES": str(fanout.claim_check_threshold_bytes),
                 "PUT_EVENTS_MAX_ATTEMPTS": str(PUT_EVENTS_MAX_ATTEMPTS),
                 "PUT_EVENTS_BACKOFF_SECONDS": str(PUT_EVENTS_BACKOFF_SECONDS),
                 "POWERTOOLS_SERVICE_NAME": "fanout",
@@ -166,7 +167,7 @@ class FanOut(Construct):
             metric=self.function.metric(
                 "IteratorAge", statistic="Maximum", period=cdk.Duration.minutes(1)
             ),
-            threshold=config.fanout.iterator_age_alarm_ms,
+            threshold=fanout.iterator_age_alarm_ms,
             evaluation_periods=5,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,

@@ -76,7 +76,7 @@ def test_fanout_debezium_server_runs_one_task_at_a_time(dev: dict[str, Any]) -> 
 def test_fanout_function_environment_from_config(dev: dict[str, Any], synth) -> None:  # type: ignore[no-untyped-def]
     function = only(dev, "AWS::Lambda::Function")
     env = function["Environment"]["Variables"]
-    assert json.loads(env["ROUTES"]) == routes(synth("dev").config)
+    assert json.loads(env["ROUTES"]) == routes(synth("dev").config.fanout_tables)
     assert json.loads(env["ROUTES"])["public.orders"]["source"] == "shop.orders"
     assert "Ref" in env["EVENT_BUS_NAME"]
     assert env["CLAIM_CHECK_THRESHOLD_BYTES"] == "200000"

@@ -102,7 +102,8 @@ def fanout_template(config: EnvironmentConfig) -> dict[str, Any]:
     FanOut(
         stack,
         "FanOut",
-        config=config,
+        fanout=config.fanout,
+        tables=config.fanout_tables,
         encryption_key=kms.Key(stack, "Key"),
         bus=events.EventBus(stack, "Bus"),
         streams=[kinesis.Stream(stack, "Stream")],
@@ -137,7 +138,7 @@ def test_local_function_environment_matches_the_fanout_construct(
 ) -> None:
     (function,) = _resources(fanout_template, "AWS::Lambda::Function")
     deployed = function["Environment"]["Variables"]
-    assert json.loads(deployed["ROUTES"]) == cdk_components()[2].routes(config)
+    assert json.loads(deployed["ROUTES"]) == cdk_components()[2].routes(config.fanout_tables)
     assert deployed["PUT_EVENTS_MAX_ATTEMPTS"] == str(PUT_EVENTS_MAX_ATTEMPTS)
     assert deployed["PUT_EVENTS_BACKOFF_SECONDS"] == str(PUT_EVENTS_BACKOFF_SECONDS)
     assert deployed["CLAIM_CHECK_THRESHOLD_BYTES"] == str(config.fanout.claim_check_threshold_bytes)
