@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup demo test lint format typecheck unit synth diff deploy bench clean
+.PHONY: help setup demo test lint format typecheck unit synth diff deploy plugins bench clean
 
 help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -69,6 +69,9 @@ diff: setup ## Show what `deploy` would change in ENV (needs AWS credentials)
 
 deploy: setup ## Deploy every stack of ENV (needs AWS credentials and a bootstrapped account)
 	npx cdk deploy -c env=$(ENV) --all
+
+plugins: ## Build the MSK Connect plugin zips into connectors/dist (needs Maven Central, Confluent Hub and GitHub)
+	connectors/package_plugins.sh --out connectors/dist
 
 bench: setup ## Run the merge throughput benchmark (figures go to bench/results/)
 	$(PY) bench/merge_throughput.py
