@@ -216,7 +216,13 @@ def _spark_factory(warehouse: str) -> Callable[[], Any]:
         if "spark" not in holder:
             from cdclake_merge.session import local_session
 
-            holder["spark"] = local_session(local_path(warehouse))
+            spark = local_session(local_path(warehouse))
+            # Spark's own metastore client creates the embedded metastore's schema on first
+            # use; Hudi's catalog sync opens another client that does not, and fails on a
+            # warehouse no Spark catalog call has touched yet (a commit to an existing table
+            # makes none before the sync).
+            spark.sql("SHOW DATABASES").collect()
+            holder["spark"] = spark
         return holder["spark"]
 
     return get

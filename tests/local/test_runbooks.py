@@ -2,9 +2,9 @@
 
 Replication slot lost → ``cdclake snapshot`` → merge → ``cdclake validate``; quarantined lines
 after a fix → ``cdclake quarantine list | replay`` → ``cdclake validate``; ``cdclake status``.
-The commands run as processes, as an operator runs them; merges run in the session's shared
-SparkSession (``run_merge`` over the table's sink, what ``cdclake merge --env local`` runs)
-so that no test starts a JVM of its own.
+The commands run as processes, as an operator runs them (``quarantine replay`` starts its own
+Spark, as it does for an operator); the merges between them run in the session's shared
+SparkSession (``run_merge`` over the table's sink, what ``cdclake merge --env local`` runs).
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ def merge(stack: LocalStack, spark: Any) -> Any:
     return run
 
 
-def _cdclake_json(stack: LocalStack, *args: str, codes: tuple[int, ...] = (0,)) -> Any:
-    result = run_cdclake(stack, *args, "--json")
+def _cdclake_json(
+    stack: LocalStack, *args: str, codes: tuple[int, ...] = (0,), timeout: float = 120
+) -> Any:
+    result = run_cdclake(stack, *args, "--json", timeout=timeout)
     assert result.returncode in codes, f"cdclake {' '.join(args)}:\n{result.stdout}{result.stderr}"
     return json.loads(result.stdout)
 
@@ -221,17 +223,26 @@ def test_quarantine_list_names_source_line_and_reason(
     assert all("column_types" in line["reason"] for line in lines)
 
 
-@pytest.fixture(scope="module")
-def replayed(
-    stack: LocalStack, spark: Any, quarantined: dict[str, Any], fixed_config: Path
-) -> dict[str, Any]:
-    from cdclake.config import load_config
-    from cdclake.ops import local_place
-    from cdclake.quarantine import replay
+def _replay(stack: LocalStack, config: Path) -> dict[str, Any]:
+    return dict(
+        _cdclake_json(
+            stack,
+            "quarantine",
+            "replay",
+            "--env",
+            "local",
+            "--table",
+            "public.customers",
+            "--config",
+            str(config),
+            timeout=300,
+        )
+    )
 
-    place = local_place(load_config("local", path=fixed_config), "public.customers")
-    with spark_on_stack_s3(spark, stack):
-        return replay(place, spark_factory=lambda: spark).as_dict()
+
+@pytest.fixture(scope="module")
+def replayed(stack: LocalStack, quarantined: dict[str, Any], fixed_config: Path) -> dict[str, Any]:
+    return _replay(stack, fixed_config)
 
 
 def test_quarantine_replay_after_fix_applies_readable_line_once(
@@ -244,17 +255,7 @@ def test_quarantine_replay_after_fix_applies_readable_line_once(
 def test_quarantine_replay_again_changes_nothing(
     stack: LocalStack, replayed: dict[str, Any], fixed_config: Path
 ) -> None:
-    again = _cdclake_json(
-        stack,
-        "quarantine",
-        "replay",
-        "--env",
-        "local",
-        "--table",
-        "public.customers",
-        "--config",
-        str(fixed_config),
-    )
+    again = _replay(stack, fixed_config)
     assert again["replay"] is None and again["applied"] == 0 and again["still_failing"] == 1
     status = _cdclake_json(stack, "status", "--env", "local")
     customers = next(t for t in status["tables"] if t["table"] == "public.customers")
