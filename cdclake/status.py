@@ -14,6 +14,7 @@ is shown as such, with the reason, and the rest is still shown.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -83,7 +84,6 @@ def table_status(
     glue: Any = None,
 ) -> dict[str, Any]:
     """One table's line of the screen; a part that cannot be read says why."""
-    from cdclake_merge.job import pending_files
     from cdclake_merge.sink import TableState, open_existing_sink
 
     row: dict[str, Any] = {"table": place.source_table, "lake_table": place.lake_table}
@@ -125,7 +125,7 @@ def table_status(
         row["lag_from"] = "lake"
 
     try:
-        row["pending_files"] = len(pending_files(fs, place.changes, state))
+        row["pending_files"] = pending_count(fs, place.changes, state)
     except Exception as exc:
         errors.append(f"change files: {_one_line(exc)}")
         row["pending_files"] = None
@@ -148,6 +148,19 @@ def table_status(
         row["last_run"] = None
     row["errors"] = errors
     return row
+
+
+def pending_count(fs: Any, changes: str, state: Any) -> int:
+    """How many change files the table's next run would read: the merge's own listing.
+
+    ``pending_files`` takes the table state since change-file positions (issue 17); before,
+    it took the set of applied names.
+    """
+    from cdclake_merge.job import pending_files
+
+    if "applied" in inspect.signature(pending_files).parameters:
+        return len(pending_files(fs, changes, state.applied_files))
+    return len(pending_files(fs, changes, state))
 
 
 def local_last_run(fs: Any, place: LakePlace, state: Any) -> dict[str, Any] | None:
