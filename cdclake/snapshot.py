@@ -16,25 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 
 import typer
-from pg8000.native import Connection, identifier, literal
+from pg8000.native import Connection
 from rich.console import Console
 
 console = Console(stderr=True, soft_wrap=True)
-
-
-def signal_statement(signal_table: str, tables: list[str], signal_id: str) -> str:
-    """The INSERT of one incremental-snapshot signal (Debezium's signal table layout)."""
-    schema, _, name = signal_table.partition(".")
-    data = json.dumps({"data-collections": tables, "type": "incremental"})
-    return (
-        f"INSERT INTO {identifier(schema)}.{identifier(name)} (id, type, data) "
-        f"VALUES ({literal(signal_id)}, 'execute-snapshot', {literal(data)})"
-    )
 
 
 def send_signal(conn: Connection, *, signal_table: str, publication: str, table: str) -> str:
@@ -43,7 +32,7 @@ def send_signal(conn: Connection, *, signal_table: str, publication: str, table:
     A table outside the publication is never streamed, and Debezium ignores a snapshot
     request for a table it does not capture: that is refused here, with the fix.
     """
-    from lambdas.bootstrap.sql import publication_tables
+    from lambdas.bootstrap.sql import publication_tables, signal_incremental_snapshot
 
     published = publication_tables(conn, publication)
     if published is None:
@@ -53,9 +42,7 @@ def send_signal(conn: Connection, *, signal_table: str, publication: str, table:
             f"{table} is not in publication {publication}: deploy it in tables: first "
             "(locally: cdclake local reconcile)"
         )
-    signal_id = str(uuid.uuid4())
-    conn.run(signal_statement(signal_table, [table], signal_id))
-    return signal_id
+    return signal_incremental_snapshot(conn, signal_table, [table])
 
 
 def dsn_connection(dsn: str, *, password: str | None, ssl: bool) -> Connection:
