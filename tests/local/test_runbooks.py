@@ -301,3 +301,35 @@ def test_status_local_shows_commit_lag_pending_quarantine_and_connectors(
     assert all(not t["errors"] for t in screen["tables"]), screen
     table = run_cdclake(stack, "status", "--env", "local")
     assert table.returncode == 0 and "public.customers" in table.stdout
+
+
+# --- cdclake snapshot as on AWS: through a DSN (last: it snapshots customers once more) -----
+
+
+def test_snapshot_dsn_with_password_refused_without_echoing_it(stack: LocalStack) -> None:
+    result = run_cdclake(
+        stack,
+        "snapshot",
+        "--env",
+        "local",
+        "--table",
+        "public.customers",
+        "--dsn",
+        "postgresql://someone:hunter2@127.0.0.1:1/app",
+    )
+    assert result.returncode == 1 and "holds a password" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_snapshot_through_dsn_inserts_the_signal_row(stack: LocalStack, replayed: Any) -> None:
+    dsn = stack.status()["postgres_dsn"]
+    sent = run_cdclake(
+        stack, "snapshot", "--env", "local", "--table", "public.customers", "--dsn", dsn, "--no-ssl"
+    )
+    assert sent.returncode == 0, sent.stderr
+    signal_id = json.loads(sent.stdout)["signal_id"]
+    with stack.connect() as conn:
+        rows = conn.run("SELECT type, data FROM cdclake.debezium_signal WHERE id = :i", i=signal_id)
+    assert [(kind, json.loads(data)) for kind, data in rows] == [
+        ("execute-snapshot", {"data-collections": ["public.customers"], "type": "incremental"})
+    ]
