@@ -34,9 +34,17 @@ ARGUMENTS = (
     "quarantine_path",
     "max_bad_fraction",
     "environment",
+    "exclude_columns",
+    "column_types",
 )
 # Without --environment the run publishes no metrics (a laptop run, an older job definition).
-OPTIONAL = {"partition_fields": "", "table_type": "COPY_ON_WRITE", "environment": ""}
+OPTIONAL = {
+    "partition_fields": "",
+    "table_type": "COPY_ON_WRITE",
+    "environment": "",
+    "exclude_columns": "",
+    "column_types": "{}",
+}
 
 
 def parse_arguments(argv: list[str]) -> dict[str, str]:
@@ -73,9 +81,23 @@ def build_session(args: dict[str, str]) -> tuple[Any, Any]:
     return glue_context.spark_session, job
 
 
+def merge_options(args: dict[str, str]) -> Any:
+    """The run's MergeOptions from the job's arguments (the table's settings in config)."""
+    from cdclake_merge.job import MergeOptions
+
+    return MergeOptions(
+        table=f"{args['database']}.{args['table'].replace('.', '_')}",
+        key=tuple(k for k in args["record_key"].split(",") if k),
+        changes=args["changes_path"],
+        max_bad_fraction=float(args["max_bad_fraction"]),
+        column_types=dict(json.loads(args.get("column_types") or "{}")),
+        exclude_columns=frozenset(c for c in args.get("exclude_columns", "").split(",") if c),
+    )
+
+
 def main(argv: list[str]) -> int:
     from cdclake_merge.hudi import CatalogSyncError
-    from cdclake_merge.job import MergeError, MergeOptions, run_merge
+    from cdclake_merge.job import MergeError, run_merge
     from cdclake_merge.metrics import TableRun, publish
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import filesystem_for
@@ -83,13 +105,8 @@ def main(argv: list[str]) -> int:
     args = parse_arguments(argv)
     spark, job = build_session(args)
     started = time.monotonic()
-    table = f"{args['database']}.{args['table'].replace('.', '_')}"
-    options = MergeOptions(
-        table=table,
-        key=tuple(k for k in args["record_key"].split(",") if k),
-        changes=args["changes_path"],
-        max_bad_fraction=float(args["max_bad_fraction"]),
-    )
+    options = merge_options(args)
+    table = options.table
     try:
         sink = open_sink(
             warehouse=args["warehouse_path"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -179,7 +180,17 @@ class MergeJobs(Construct):
                     "--quarantine_path": quarantine_bucket.s3_url_for_object(
                         f"{table.lake_table_name}/"
                     ),
-                    "--format": "hudi",
+                    **(
+                        {"--exclude_columns": ",".join(table.exclude_columns)}
+                        if table.exclude_columns
+                        else {}
+                    ),
+                    # JSON: a Spark type such as decimal(10,2) has a comma of its own.
+                    **(
+                        {"--column_types": json.dumps(table.column_types, sort_keys=True)}
+                        if table.column_types
+                        else {}
+                    ),
                     "--max_bad_fraction": str(job_config.max_bad_fraction),
                     "--environment": environment,
                     # Glue's own.

@@ -86,7 +86,8 @@ def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
         assert args["--quarantine_path"] == (
             f"s3://<quarantine_bucket>/{table.schema_name}_{table.table_name}/"
         )
-        assert args["--format"] == "hudi"
+        assert args.get("--exclude_columns", "") == ",".join(table.exclude_columns)
+        assert json.loads(args.get("--column_types", "{}")) == dict(table.column_types)
         assert args["--max_bad_fraction"] == str(config.lake.glue_job.max_bad_fraction)
         assert args["--datalake-formats"] == "hudi"
         assert args["--conf"] == (

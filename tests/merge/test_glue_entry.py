@@ -59,6 +59,24 @@ def test_parse_arguments_template_defaults_fill_what_glue_passes(
     assert args["changes_path"].endswith("/topics/cdclake-dev.public.orders/")
 
 
+def test_glue_entry_template_arguments_carry_table_column_settings(synth) -> None:  # type: ignore[no-untyped-def]
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    module = runpy.run_path(str(ENTRY))
+    options = module["merge_options"](module["parse_arguments"](local_argv(customers, Path("/b"))))
+    assert options.exclude_columns == frozenset({"password_hash"})
+    assert options.column_types == {}
+    assert "--format" not in customers  # the script has no such option any more
+
+
+def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
+    module = runpy.run_path(str(ENTRY))
+    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
+    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv += ["--max_bad_fraction", "0", "--column_types", '{"amount": "decimal(10,2)"}']
+    options = module["merge_options"](module["parse_arguments"](argv))
+    assert options.column_types == {"amount": "decimal(10,2)"}
+
+
 @pytest.mark.spark
 @pytest.mark.hudi
 @pytest.mark.slow
