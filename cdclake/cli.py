@@ -120,6 +120,10 @@ def merge(
     max_bad_fraction: Annotated[
         float, typer.Option(help="Fail without committing above this share of bad lines")
     ] = 0.01,
+    tombstone_retention_days: Annotated[
+        float | None,
+        typer.Option(help="Days a deleted key is remembered (default: config's, else 14)"),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
 ) -> None:
     """Apply every not-yet-applied change file under CHANGES to the Hudi table."""
@@ -138,6 +142,10 @@ def merge(
         table_type = TableType(target.table_type)
         column_type = [f"{n}={t}" for n, t in target.column_types.items()]
         exclude = ",".join(target.exclude)
+        if tombstone_retention_days is None:
+            from cdclake.config import load_config
+
+            tombstone_retention_days = load_config(env).lake.tombstone_retention_days
     if changes is None or warehouse is None or not key:
         _fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None
@@ -152,6 +160,11 @@ def merge(
         column_types=_parse_types(column_type or []),
         exclude_columns=frozenset(_split(exclude)),
         max_bad_fraction=max_bad_fraction,
+        **(
+            {}
+            if tombstone_retention_days is None
+            else {"tombstone_retention_days": tombstone_retention_days}
+        ),
     )
     spark_factory = _lazy_spark(warehouse)
     local = LocalFileSystem()

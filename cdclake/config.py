@@ -221,6 +221,14 @@ class LakeConfig(_Model):
     glue_database: Identifier = "cdclake"
     change_file_expiration_days: int = Field(default=30, ge=1)
     quarantine_expiration_days: int = Field(default=90, ge=1)
+    tombstone_retention_days: int = Field(
+        default=14,
+        ge=1,
+        description=(
+            "how long the merge remembers a deleted key, so that a redelivered older change "
+            "cannot bring its row back: at least the topics' retention plus a segment's age"
+        ),
+    )
     glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
     freshness_minutes: FreshnessMinutes = Field(
         default=60,

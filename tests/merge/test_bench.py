@@ -43,3 +43,36 @@ def test_merge_throughput_small_run_writes_consistent_results(
     assert isinstance(run["targets_met"], bool)
     assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
     assert "targets" in done.stdout
+
+
+def test_merge_incremental_small_run_writes_consistent_results(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(repo_root / "bench" / "merge_incremental.py"),
+            "--small=100",
+            "--large=1000",
+            "--changes=200",
+            "--history-files=60",
+            f"--data-dir={tmp_path / 'data'}",
+            f"--results-dir={results}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [written] = results.glob("merge_incremental-*.json")
+    figures = json.loads(written.read_text())
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        runs = figures["incremental"][table_type]["runs"]
+        assert [run["result"]["files_applied"] for run in runs.values()] == [4, 4]
+        assert all(run["result"]["events_read"] == 200 for run in runs.values())
+    history = figures["history"]
+    assert (history["files_applied"], history["noop_committed"]) == (60, False)
+    assert 0 < history["checkpoint_bytes"] < history["names_as_json_bytes"] * 10
+    assert figures["machine"]["load_average"] and "history:" in done.stdout

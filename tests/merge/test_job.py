@@ -208,3 +208,34 @@ def test_run_merge_incremental_snapshot_read_sits_between_streamed_changes(lake:
     lake.write("b.json", [u(2, "streamed-after", 30)])
     lake.merge()
     assert lake.visible() == [{"id": 1, "name": "snapshot"}, {"id": 2, "name": "streamed-after"}]
+
+
+def test_run_merge_file_written_again_with_more_records_is_applied_again(lake: Lake) -> None:
+    lake.write("app+0+0000000000.json", [c(1, "a", 10)])
+    lake.merge()
+    # The sink task restarted before committing its offsets: the same file, more records.
+    lake.write("app+0+0000000000.json", [c(1, "a", 10), c(2, "b", 11), u(1, "a2", 12)])
+    result = lake.merge()
+    assert (result.files_applied, result.stale_skipped) == (1, 1)
+    assert lake.visible() == [{"id": 1, "name": "a2"}, {"id": 2, "name": "b"}]
+    assert lake.merge().committed is False
+
+
+def test_run_merge_checkpoint_with_file_names_is_converted_to_positions(lake: Lake) -> None:
+    lake.write("a.json", [c(1, "a", 10)])
+    lake.merge()
+    # A checkpoint as merges before positions wrote it: every applied file by name.
+    sidecar = Path(lake.sink.sidecar)  # type: ignore[attr-defined]
+    [checkpoint_path] = sidecar.glob("checkpoints/v*.json")
+    checkpoint = json.loads(checkpoint_path.read_text())
+    del checkpoint["positions"]
+    checkpoint["applied_files"] = ["topics/app.public.orders/partition=0/a.json"]
+    checkpoint_path.write_text(json.dumps(checkpoint))
+    lake.write("b.json", [u(1, "b", 20)])
+    result = lake.merge()
+    assert (result.files_applied, result.events_read) == (1, 1)
+    converted = lake.sink.load()
+    assert converted.legacy_applied is None
+    assert converted.positions["topics/app.public.orders/partition=0"].after == "a.json"
+    assert lake.merge().committed is False
+    assert lake.visible() == [{"id": 1, "name": "b"}]

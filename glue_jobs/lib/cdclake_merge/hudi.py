@@ -12,7 +12,7 @@ Layout under ``<warehouse>/<database>.db/`` (Hive layout)::
                                       ``_cdclake.checkpoint`` = a checkpoint file below
     _cdclake/<table>/checkpoints/v00000007.json   the run's checkpoint: schema and column
                                       layout, truncation horizon, applied input, tombstones
-    _cdclake/<table>/tombstones/v00000007/        key + order of deleted keys (Parquet)
+    _cdclake/<table>/tombstones/v00000007/        key, order and time of deleted keys (Parquet)
 
 * Ordering: ``_cdc_order`` is the precombine and payload ordering field with
   ``DefaultHoodieRecordPayload``, so a record Hudi receives out of order never
@@ -21,7 +21,8 @@ Layout under ``<warehouse>/<database>.db/`` (Hive layout)::
   never sees a stale delete.
 * Deletes ride in the same commit as upserts (``_hoodie_is_deleted``). A deleted
   key's order is kept as a tombstone so that a late, older change cannot bring
-  the row back in a later run; a truncate clears every tombstone it covers.
+  the row back in a later run, for the retention window (``tombstone_retention_days``,
+  longer than a connector can redeliver); a truncate clears every tombstone it covers.
 * The checkpoint is written aside before the Hudi commit and named in that
   commit's metadata: the commit that changes the data is the commit that makes
   the checkpoint current. A checkpoint no commit names is ignored and rewritten.
@@ -37,12 +38,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake_merge.positions import positions_as_json, positions_from_json
 from cdclake_merge.schema import Column
 from cdclake_merge.sink import Changes, Staged, TableState
 from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, ORDER, empty_state
 
-FORMAT = "cdclake-hudi/1"
+FORMAT = "cdclake-hudi/2"  # 2: applied input as positions (1: every applied file name)
 COMMIT_METADATA_PREFIX = "_cdclake."
 CHECKPOINT_KEY = COMMIT_METADATA_PREFIX + "checkpoint"
 PAYLOAD_CLASS = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
@@ -52,6 +54,14 @@ SIDECAR = "_cdclake"  # beside the tables of a database, never inside one
 _CHECKPOINT_SEARCH = 50
 _COMPLETED = (".commit", ".deltacommit")
 MAX_TOMBSTONE_SETS = 16  # more sets than this are rewritten as one
+TOMBSTONED_AT = "_cdc_tombstoned_at"  # in tombstone sets: when the run that wrote it staged
+MAX_NAMED_KEYS = 1_000  # a run's keys named in the state read (IN list) up to this many
+# Reads: prune file groups with the record index where a read names its keys.
+READ_OPTIONS = {
+    "hoodie.enable.data.skipping": "true",
+    "hoodie.metadata.enable": "true",
+    "hoodie.metadata.record.index.enable": "true",
+}
 
 
 class CatalogSyncError(RuntimeError):
@@ -252,30 +262,67 @@ class HudiTable:
             columns=tuple((n, t) for n, t in checkpoint["columns"]),
             layout=tuple(checkpoint["layout"]),
             truncated_before=checkpoint["truncated_before"],
-            applied_files=frozenset(checkpoint["applied_files"]),
+            positions=positions_from_json(checkpoint.get("positions")),
+            legacy_applied=(
+                frozenset(checkpoint["applied_files"]) if "applied_files" in checkpoint else None
+            ),
             tombstones=tuple(checkpoint["tombstones"]),
+            tombstone_written=dict(checkpoint.get("tombstone_written") or {}),
             exists=exists,
             checkpoint=dict(checkpoint),
         )
 
-    def read_live(self, spark: SparkSession, state: TableState) -> DataFrame | None:
-        """The table's rows: source columns then metadata columns, Hudi's own columns left out."""
+    def read_live(
+        self, spark: SparkSession, state: TableState, columns: Sequence[str] | None = None
+    ) -> DataFrame | None:
+        """The table's rows: source columns then metadata columns, Hudi's own columns left out.
+
+        ``columns`` narrows the source columns (the key and metadata columns always come).
+        """
         if not state.exists:
             return None
-        names = [n for n, _ in state.columns]
+        wanted = None if columns is None else {*self.key, *columns}
+        names = [n for n, _ in state.columns if wanted is None or n in wanted]
         return (
-            spark.read.format("hudi").load(self._uri(self.root)).select(*names, *METADATA_COLUMNS)
+            spark.read.format("hudi")
+            .options(**READ_OPTIONS)
+            .load(self._uri(self.root))
+            .select(*(f"`{n}`" for n in names), *METADATA_COLUMNS)
         )
 
     def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None:
         """Live rows and, for deleted keys, tombstones (``_cdc_deleted``), one row per key."""
-        live = self.read_live(spark, state)
+        return self.lookup_state(spark, state, None, None)
+
+    def lookup_state(
+        self,
+        spark: SparkSession,
+        state: TableState,
+        keys: DataFrame | None,
+        columns: Sequence[str] | None,
+    ) -> DataFrame | None:
+        """:meth:`read_state` for the keys in ``keys`` only (all keys where None).
+
+        A run asks for the keys it changes and the columns it fills, so it reads about
+        that much state, not the table: only ``columns`` are read, and where the keys are
+        few enough to name and the key is one column, they are named in the read
+        (``key IN (…)``) so Hudi's record index prunes the file groups that hold none of
+        them (``hoodie.enable.data.skipping``). Otherwise the read is semi-joined.
+        """
+        live = self.read_live(spark, state, columns)
         if live is None:
             return None
+        named = self._named_keys(keys)
+        if named is not None:
+            live = live.where(F.col(self.key[0]).isin(named))
+        elif keys is not None:
+            live = live.join(F.broadcast(keys), list(self.key), "left_semi")
         live = live.withColumn(DELETED, F.lit(False))
         tombstones = self._read_tombstones(spark, state.tombstones)
         if tombstones is None:
             return live
+        if keys is not None:
+            tombstones = tombstones.join(F.broadcast(keys), list(self.key), "left_semi")
         # A key deleted and inserted again has both; the newer one speaks for it.
         held = live.select(*self.key, F.col(ORDER).alias("_live"))
         newer = (
@@ -284,6 +331,14 @@ class HudiTable:
             .drop("_live")
         )
         return live.unionByName(newer.withColumn(DELETED, F.lit(True)), allowMissingColumns=True)
+
+    def _named_keys(self, keys: DataFrame | None) -> list[Any] | None:
+        if keys is None or len(self.key) != 1:
+            return None
+        rows = keys.limit(MAX_NAMED_KEYS + 1).collect()
+        if len(rows) > MAX_NAMED_KEYS:
+            return None
+        return [row[0] for row in rows]
 
     def _read_tombstones(self, spark: SparkSession, sets: Sequence[str]) -> DataFrame | None:
         if not sets:
@@ -302,7 +357,8 @@ class HudiTable:
         if changes.quarantine is not None:
             quarantine = join(self.quarantine_root, tag)
             changes.quarantine.coalesce(1).write.mode("overwrite").json(self._uri(quarantine))
-        tombstones = self._stage_tombstones(spark, previous, changes, tag)
+        now = dt.datetime.now(dt.UTC).isoformat()
+        tombstones, tombstone_written = self._stage_tombstones(spark, previous, changes, tag, now)
         layout = stored_layout(previous.layout, changes.columns) if changes.columns else []
         checkpoint = {
             "format": FORMAT,
@@ -314,10 +370,11 @@ class HudiTable:
             "columns": [list(c) for c in changes.columns],
             "layout": layout,
             "truncated_before": changes.truncated_before,
-            "applied_files": sorted(changes.applied_files),
+            "positions": positions_as_json(changes.positions),
             "tombstones": tombstones,
+            "tombstone_written": tombstone_written,
             "quarantine": quarantine,
-            "staged_at": dt.datetime.now(dt.UTC).isoformat(),
+            "staged_at": now,
             "run": changes.run,
         }
         path = join("checkpoints", f"{tag}.json")
@@ -325,34 +382,65 @@ class HudiTable:
         return Staged(version=version, checkpoint_path=path, changes=changes)
 
     def _stage_tombstones(
-        self, spark: SparkSession, previous: TableState, changes: Changes, tag: str
-    ) -> list[str]:
-        sets = list(previous.tombstones)
+        self, spark: SparkSession, previous: TableState, changes: Changes, tag: str, now: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The tombstone sets of version n+1 and when each was written (ISO, UTC).
+
+        A set written before ``changes.tombstones_before`` is dropped whole, unread; rows
+        of a set rewritten as one keep their own time (``_cdc_tombstoned_at``) and go
+        when it passes. Sets of checkpoints that kept no times count as written now.
+        """
+        written = {s: previous.tombstone_written.get(s, now) for s in previous.tombstones}
+        cutoff = changes.tombstones_before
+        sets = [s for s in previous.tombstones if cutoff is None or written[s] >= cutoff]
         rows = changes.rows
         deleted = None
         if rows is not None and changes.run.get("deletes"):
-            deleted = rows.where(F.col(DELETED)).select(*self.key, ORDER)
-        if not changes.truncated and (deleted is None or len(sets) < MAX_TOMBSTONE_SETS):
-            if deleted is None:
-                return sets
-            deleted.coalesce(1).write.mode("overwrite").parquet(
-                self._uri(join(self.sidecar, "tombstones", tag))
+            deleted = rows.where(F.col(DELETED)).select(
+                *self.key, ORDER, F.lit(now).alias(TOMBSTONED_AT)
             )
-            return [*sets, f"tombstones/{tag}"]
+        if not changes.truncated and (deleted is None or len(sets) < MAX_TOMBSTONE_SETS):
+            if deleted is not None:
+                deleted.coalesce(1).write.mode("overwrite").parquet(
+                    self._uri(join(self.sidecar, "tombstones", tag))
+                )
+                sets.append(f"tombstones/{tag}")
+                written[f"tombstones/{tag}"] = now
+            return sets, {s: written[s] for s in sets}
         # Rewrite as one set: after a truncate only tombstones newer than it matter.
-        kept = self._read_tombstones(spark, sets)
+        kept = self._read_tombstone_rows(spark, sets, written)
         if deleted is not None:
             kept = deleted if kept is None else kept.unionByName(deleted)
         if kept is None:
-            return []
+            return [], {}
         if changes.truncated_before is not None:
             kept = kept.where(F.col(ORDER) > F.lit(changes.truncated_before))
-        kept = kept.groupBy(*self.key).agg(F.max(ORDER).alias(ORDER))
-        if kept.isEmpty():  # a truncate covered them all: no set at all
-            return []
+        if cutoff is not None:
+            kept = kept.where(F.col(TOMBSTONED_AT) >= F.lit(cutoff))
+        newest = F.max(F.struct(ORDER, TOMBSTONED_AT)).alias("_t")
+        kept = kept.groupBy(*self.key).agg(newest).select(*self.key, "_t.*")
+        if kept.isEmpty():  # a truncate or the retention covered them all: no set at all
+            return [], {}
         target = join(self.sidecar, "tombstones", tag)
         kept.coalesce(1).write.mode("overwrite").parquet(self._uri(target))
-        return [f"tombstones/{tag}"]
+        return [f"tombstones/{tag}"], {f"tombstones/{tag}": now}
+
+    def _read_tombstone_rows(
+        self, spark: SparkSession, sets: Sequence[str], written: Mapping[str, str]
+    ) -> DataFrame | None:
+        """Every row of ``sets`` with its time (sets from before times: the set's)."""
+        frames = []
+        for name in sets:
+            frame = spark.read.parquet(self._uri(join(self.sidecar, name)))
+            if TOMBSTONED_AT not in frame.columns:
+                frame = frame.withColumn(TOMBSTONED_AT, F.lit(written[name]))
+            frames.append(frame.select(*self.key, ORDER, TOMBSTONED_AT))
+        if not frames:
+            return None
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.unionByName(frame)
+        return result
 
     def commit(self, spark: SparkSession, staged: Staged) -> TableState:
         """Make the staged version current: one Hudi commit that names its checkpoint."""

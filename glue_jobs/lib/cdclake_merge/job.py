@@ -7,6 +7,7 @@ its stages: read and count, bad-fraction gate, schema, fold, commit.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -18,9 +19,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
+from cdclake_merge.positions import ChangeFile, Scan, advance, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
-from cdclake_merge.storage import FileSystem, is_input, join
+from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
@@ -39,6 +41,10 @@ from cdclake_merge.transforms import (
 )
 
 DEFAULT_MAX_BAD_FRACTION = 0.01
+# Deleted keys are remembered this long after the run that saw the delete. Topics keep
+# records 7 days, and Kafka deletes a segment only once its newest record is that old (a
+# segment rolls at the latest after 7 days), so no redelivery is older than 14 days.
+DEFAULT_TOMBSTONE_RETENTION_DAYS = 14.0
 ABORT_ENV = "CDCLAKE_ABORT_AT"  # test hook: SIGKILL this process at a named stage
 STAGES = ("read", "fold", "write")  # where abort_at can stop a run
 
@@ -59,6 +65,7 @@ class MergeOptions:
     column_types: dict[str, str] = field(default_factory=dict)
     exclude_columns: frozenset[str] = frozenset()
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
+    tombstone_retention_days: float = DEFAULT_TOMBSTONE_RETENTION_DAYS
 
     @property
     def spec(self) -> TableSpec:
@@ -108,13 +115,17 @@ def relative(root: str, path: str) -> str:
     return path
 
 
-def pending_files(fs: FileSystem, changes: str, applied: frozenset[str]) -> list[str]:
-    """Change files under ``changes`` that no commit has applied yet (none are opened)."""
-    return [
-        path
-        for path in fs.list_files(changes)
-        if is_input(path) and relative(changes, path) not in applied
-    ]
+def scan_changes(fs: FileSystem, changes: str, previous: TableState) -> Scan:
+    """The change files under ``changes`` that the table's last commit has not applied.
+
+    Listed from the commit's positions (see :mod:`cdclake_merge.positions`); none is opened.
+    """
+    return scan(fs, changes, previous.positions, previous.legacy_applied)
+
+
+def pending_files(fs: FileSystem, changes: str, previous: TableState) -> list[ChangeFile]:
+    """Which change files are pending for this table (``previous = sink.load()``)."""
+    return list(scan_changes(fs, changes, previous).pending)
 
 
 def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -161,7 +172,8 @@ def run_merge(
 ) -> RunResult:
     """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
-    new_files = pending_files(fs, options.changes, previous.applied_files)
+    listed = scan_changes(fs, options.changes, previous)
+    new_files = [f.path for f in listed.pending]
     result = RunResult(
         table=options.table,
         version=previous.version,
@@ -198,12 +210,14 @@ def run_merge(
             columns=tuple(columns),
             key=options.key,
             truncated_before=truncated_before,
-            applied_files=previous.applied_files
-            | {relative(options.changes, p) for p in new_files},
+            positions=advance(
+                previous.positions, listed.pending, listed.parents, previous.legacy_applied
+            ),
             rows=rows,
             truncated=truncated_before != previous.truncated_before,
             quarantine=_quarantine(parsed) if result.quarantined else None,
             run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
+            tombstones_before=tombstone_cutoff(options.tombstone_retention_days),
         )
         staged = sink.stage(spark, previous, changes)
         abort_at("write")
@@ -214,6 +228,11 @@ def run_merge(
     result.version = committed.version
     result.committed = True
     return result
+
+
+def tombstone_cutoff(retention_days: float) -> str:
+    """Tombstones written before this time (ISO, UTC) are dropped by this run's commit."""
+    return (dt.datetime.now(dt.UTC) - dt.timedelta(days=retention_days)).isoformat()
 
 
 def read_and_count(parsed: DataFrame, result: RunResult) -> list[Any]:
@@ -280,18 +299,22 @@ def fold(
     Returns the folded changes (persisted, for counting) and the rows the sink
     writes: upserts, deletes, and deletions of stored rows a new truncate removes.
     """
-    stored = sink.read_state(spark, previous)
+    events = drop_truncated(decode_events(parsed, columns), truncated_before)
+    truncating = truncated_before != previous.truncated_before
+    if truncating:  # a new truncate deletes stored rows of keys this run never names
+        stored = sink.read_state(spark, previous)
+    else:  # only the run's keys, and of their columns only those a TOAST fill needs
+        stored = sink.lookup_state(spark, previous, events.select(*key).distinct(), toast)
     full_state = (
         align(stored, columns, [*METADATA_COLUMNS, DELETED])
         if stored is not None
         else empty_state(spark, columns)
     )
     state = drop_truncated(full_state, truncated_before)
-    events = drop_truncated(decode_events(parsed, columns), truncated_before)
     fresh = fresh_events(events, state, key)
     latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
     changed = changed_rows(latest, key, columns)
-    if truncated_before == previous.truncated_before:
+    if not truncating:
         return latest, changed
     return latest, changed.unionByName(truncated_rows(full_state, changed, key, truncated_before))
 

@@ -13,10 +13,11 @@ There is one sink, :class:`~cdclake_merge.hudi.HudiTable` (Hudi 0.15, as on Glue
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from cdclake_merge.positions import FolderPosition
 from cdclake_merge.schema import Column
 
 if TYPE_CHECKING:
@@ -32,17 +33,22 @@ TABLE_TYPES: tuple[TableType, ...] = ("COPY_ON_WRITE", "MERGE_ON_READ")
 class TableState:
     """What the last commit says: schema, truncation horizon, applied input.
 
-    ``version`` counts this table's commits and never goes down (it is stored in
-    the checkpoint, not derived from a timeline that archives). ``layout`` is the
-    order of the table's stored columns; columns added later go at its end.
+    Applied input is a position per change folder (:mod:`cdclake_merge.positions`);
+    ``legacy_applied`` holds the file names of a checkpoint written before positions,
+    until the next commit converts them. ``version`` counts this table's commits and
+    never goes down (it is stored in the checkpoint, not derived from a timeline that
+    archives). ``layout`` is the order of the table's stored columns; columns added
+    later go at its end.
     """
 
     version: int = 0
     columns: tuple[Column, ...] = ()
     layout: tuple[str, ...] = ()
     truncated_before: str | None = None
-    applied_files: frozenset[str] = frozenset()
+    positions: Mapping[str, FolderPosition] = field(default_factory=dict)
+    legacy_applied: frozenset[str] | None = None
     tombstones: tuple[str, ...] = ()
+    tombstone_written: Mapping[str, str] = field(default_factory=dict)  # set → ISO time
     exists: bool = False
     checkpoint: dict[str, Any] = field(default_factory=dict)
 
@@ -54,11 +60,12 @@ class Changes:
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     truncated_before: str | None
-    applied_files: frozenset[str]
+    positions: Mapping[str, FolderPosition]
     rows: DataFrame | None  # state layout (columns, metadata, _cdc_deleted); None: no events
     truncated: bool  # this run moved the truncation horizon
     quarantine: DataFrame | None
     run: dict[str, Any]
+    tombstones_before: str | None = None  # ISO time: tombstones written earlier are dropped
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,13 @@ class Sink(Protocol):
     def load(self) -> TableState: ...
     def read_live(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
     def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
+    def lookup_state(
+        self,
+        spark: SparkSession,
+        state: TableState,
+        keys: DataFrame | None,
+        columns: Sequence[str] | None,
+    ) -> DataFrame | None: ...
     def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
 

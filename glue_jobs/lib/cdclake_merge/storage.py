@@ -10,14 +10,35 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 INPUT_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz")
 
 
+@dataclass(frozen=True)
+class FileEntry:
+    """A file as a listing shows it: ``tag`` changes when the file is written again."""
+
+    path: str
+    name: str
+    size: int
+    tag: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One folder, not recursive: its files (sorted by name) and its subfolders' names."""
+
+    files: tuple[FileEntry, ...]
+    folders: tuple[str, ...]
+
+
 class FileSystem(Protocol):
     def list_files(self, root: str) -> Iterator[str]: ...
+    def list_folder(self, folder: str, after: str | None = None) -> Listing: ...
     def read_text(self, path: str) -> str: ...
     def write_text(self, path: str, text: str) -> None: ...
     def create_exclusive(self, path: str, text: str) -> None: ...
@@ -43,6 +64,23 @@ class LocalFileSystem:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
             for name in sorted(filenames):
                 yield str(Path(dirpath, name))
+
+    def list_folder(self, folder: str, after: str | None = None) -> Listing:
+        """Files named after ``after`` (a directory read: local folders have no StartAfter)."""
+        files: list[FileEntry] = []
+        folders: list[str] = []
+        try:
+            entries = list(os.scandir(local_path(folder)))
+        except (FileNotFoundError, NotADirectoryError):
+            return Listing((), ())
+        for entry in entries:
+            if entry.is_dir():
+                folders.append(entry.name)
+            elif after is None or entry.name > after:
+                stat = entry.stat()
+                tag = f"{stat.st_size}:{stat.st_mtime_ns}"
+                files.append(FileEntry(entry.path, entry.name, stat.st_size, tag))
+        return Listing(tuple(sorted(files, key=lambda f: f.name)), tuple(sorted(folders)))
 
     def read_text(self, path: str) -> str:
         return Path(path).read_text()
@@ -110,6 +148,23 @@ class HadoopFileSystem:
             status = iterator.next()
             yield str(status.getPath().toString())
 
+    def list_folder(self, folder: str, after: str | None = None) -> Listing:
+        """Hadoop's listing has no StartAfter; S3 paths go to :func:`list_s3_folder` instead."""
+        fs = self._fs(folder)
+        if not fs.exists(self._path(folder)):
+            return Listing((), ())
+        files: list[FileEntry] = []
+        folders: list[str] = []
+        for status in fs.listStatus(self._path(folder)):
+            name = str(status.getPath().getName())
+            if status.isDirectory():
+                folders.append(name)
+            elif after is None or name > after:
+                size, mtime = int(status.getLen()), int(status.getModificationTime())
+                path = str(status.getPath().toString())
+                files.append(FileEntry(path, name, size, f"{size}:{mtime}"))
+        return Listing(tuple(sorted(files, key=lambda f: f.name)), tuple(sorted(folders)))
+
     def read_text(self, path: str) -> str:
         fs = self._fs(path)
         stream = fs.open(self._path(path))
@@ -150,6 +205,53 @@ class HadoopFileSystem:
 
     def mkdirs(self, path: str) -> None:
         self._fs(path).mkdirs(self._path(path))
+
+
+def is_s3(path: str) -> bool:
+    return path.startswith(("s3://", "s3a://", "s3n://"))
+
+
+def list_s3_folder(folder: str, after: str | None = None, client: Any = None) -> Listing:
+    """ListObjectsV2 of one folder from ``StartAfter=<folder>/<after>``, with ``/`` as delimiter.
+
+    boto3 takes its endpoint and credentials from the environment, as Hadoop's S3A does in
+    the local session (``AWS_ENDPOINT_URL_S3``) and as Glue's role does on AWS. Subfolders
+    are reported only where their names sort after ``after``.
+    """
+    if client is None:
+        import boto3
+        from botocore.config import Config
+
+        # A local endpoint (moto, MinIO) serves buckets by path, as S3A is set to use there.
+        local = bool(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+        style = Config(s3={"addressing_style": "path"}) if local else None
+        client = boto3.client("s3", config=style)
+    parsed = urlparse(folder)
+    bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/")
+    prefix = f"{prefix}/" if prefix else ""
+    scheme = f"{parsed.scheme}://{bucket}/"
+    arguments: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+    if after is not None:
+        arguments["StartAfter"] = prefix + after
+    files: list[FileEntry] = []
+    folders: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(**arguments):
+        for common in page.get("CommonPrefixes", ()):
+            folders.append(common["Prefix"][len(prefix) :].rstrip("/"))
+        for item in page.get("Contents", ()):
+            name = item["Key"][len(prefix) :]
+            if not name or name.endswith("/"):  # a folder marker object
+                continue
+            size = int(item["Size"])
+            files.append(FileEntry(scheme + item["Key"], name, size, item["ETag"].strip('"')))
+    return Listing(tuple(files), tuple(sorted(folders)))
+
+
+def list_folder(fs: FileSystem, folder: str, after: str | None = None) -> Listing:
+    """One folder's files after ``after``: S3 straight through boto3 (no JVM), else ``fs``."""
+    if is_s3(folder):
+        return list_s3_folder(folder, after)
+    return fs.list_folder(folder, after)
 
 
 def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:

@@ -1,0 +1,151 @@
+"""Finding new change files from a position per folder: listing, rewrites, old checkpoints, S3."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cdclake_merge.positions import (
+    RECENT_FILES,
+    advance,
+    positions_as_json,
+    positions_from_json,
+    scan,
+)
+from cdclake_merge.storage import FileEntry, Listing, LocalFileSystem, list_s3_folder
+
+TOPIC = "app.public.orders"
+
+
+def _write(root: Path, partition: int, offset: int, text: str = "{}\n") -> Path:
+    folder = root / TOPIC / f"partition={partition}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{TOPIC}+{partition}+{offset:010d}.json"
+    path.write_text(text)
+    return path
+
+
+class CountingFileSystem(LocalFileSystem):
+    """The local filesystem, recording which folders were listed and from where."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    def list_folder(self, folder: str, after: str | None = None) -> Listing:
+        self.calls.append((folder, after))
+        return super().list_folder(folder, after)
+
+
+def _applied_all(root: Path, fs: LocalFileSystem) -> dict[str, object]:
+    found = scan(fs, str(root), {})
+    return advance({}, found.pending, found.parents)
+
+
+def test_scan_first_run_finds_every_file_and_sees_parents(tmp_path: Path) -> None:
+    for p in range(2):
+        for offset in (0, 10):
+            _write(tmp_path, p, offset)
+    found = scan(LocalFileSystem(), str(tmp_path), {})
+    assert [f.relative for f in found.pending] == [
+        f"{TOPIC}/partition={p}/{TOPIC}+{p}+{o:010d}.json" for p in range(2) for o in (0, 10)
+    ]
+    assert found.parents == {"", TOPIC}
+
+
+def test_scan_after_position_lists_partitions_from_their_position(tmp_path: Path) -> None:
+    fs = CountingFileSystem()
+    for offset in range(0, 100, 10):
+        _write(tmp_path, 0, offset)
+    positions = _applied_all(tmp_path, fs)
+    new = _write(tmp_path, 0, 100)
+    fs.calls.clear()
+    found = scan(fs, str(tmp_path), positions)  # type: ignore[arg-type]
+    assert [f.path for f in found.pending] == [str(new)]
+    partition_call = [c for c in fs.calls if c[0].endswith("partition=0")]
+    assert partition_call == [
+        (str(tmp_path / TOPIC / "partition=0"), f"{TOPIC}+0+{90 - 10 * RECENT_FILES:010d}.json")
+    ]
+
+
+def test_scan_rewritten_recent_file_is_pending_again(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    path = _write(tmp_path, 0, 0, "{}\n")
+    positions = _applied_all(tmp_path, fs)
+    assert scan(fs, str(tmp_path), positions).pending == ()  # type: ignore[arg-type]
+    path.write_text("{}\n{}\n")  # the sink task restarted and wrote the file again, longer
+    assert [f.path for f in scan(fs, str(tmp_path), positions).pending] == [str(path)]  # type: ignore[arg-type]
+
+
+def test_scan_rewrite_of_same_size_is_recognised_by_its_tag(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    path = _write(tmp_path, 0, 0, "{}\n")
+    positions = _applied_all(tmp_path, fs)
+    stat = path.stat()
+    path.write_text("[]\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert len(scan(fs, str(tmp_path), positions).pending) == 1  # type: ignore[arg-type]
+
+
+def test_advance_checkpoint_size_depends_on_partitions_not_history(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    sizes = []
+    positions: dict[str, object] = {}
+    for batch in range(3):
+        for p in range(4):
+            for offset in range(batch * 500, (batch + 1) * 500, 5):
+                _write(tmp_path, p, offset)
+        found = scan(fs, str(tmp_path), positions)  # type: ignore[arg-type]
+        assert len(found.pending) == 400
+        positions = advance(positions, found.pending, found.parents)  # type: ignore[arg-type]
+        sizes.append(len(json.dumps(positions_as_json(positions))))  # type: ignore[arg-type]
+    assert sizes[0] == sizes[1] == sizes[2]
+    assert positions_from_json(json.loads(json.dumps(positions_as_json(positions)))) == positions  # type: ignore[arg-type]
+
+
+def test_scan_legacy_names_are_subtracted_once_then_converted(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    old = [_write(tmp_path, 0, o) for o in (0, 10, 20)]
+    new = _write(tmp_path, 0, 5)  # sorts among the applied names: an old checkpoint never saw it
+    legacy = frozenset(str(p.relative_to(tmp_path)) for p in old)
+    found = scan(fs, str(tmp_path), {}, legacy)
+    assert [f.path for f in found.pending] == [str(new)]
+    positions = advance({}, found.pending, found.parents, legacy)
+    assert positions[f"{TOPIC}/partition=0"].after == old[-1].name
+    assert scan(fs, str(tmp_path), positions).pending == ()
+
+
+def test_scan_new_partition_and_new_topic_folders_are_found(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    _write(tmp_path, 0, 0)
+    positions = _applied_all(tmp_path, fs)
+    added = _write(tmp_path, 7, 0)
+    other = tmp_path / "app.public.customers" / "partition=0" / "c+0+0000000000.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}\n")
+    found = scan(fs, str(tmp_path), positions)  # type: ignore[arg-type]
+    assert sorted(f.path for f in found.pending) == sorted([str(added), str(other)])
+
+
+@pytest.mark.moto
+def test_list_s3_folder_starts_after_the_position_and_reports_etags() -> None:
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    with moto.mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="lake")
+        prefix = f"topics/{TOPIC}/partition=0"
+        names = [f"{TOPIC}+0+{o:010d}.json" for o in range(0, 2500, 1)]
+        for name in names[:3] + names[-3:]:
+            client.put_object(Bucket="lake", Key=f"{prefix}/{name}", Body=b"{}\n")
+        client.put_object(Bucket="lake", Key=f"topics/{TOPIC}/partition=1/x.json", Body=b"x")
+        listed = list_s3_folder(f"s3a://lake/{prefix}", names[1], client=client)
+        assert [f.name for f in listed.files] == [names[2], *names[-3:]]
+        assert listed.files[0] == FileEntry(
+            f"s3a://lake/{prefix}/{names[2]}", names[2], 3, listed.files[0].tag
+        )
+        assert len(listed.files[0].tag) == 32  # the object's MD5 ETag
+        parents = list_s3_folder(f"s3://lake/topics/{TOPIC}/", None, client=client)
+        assert (parents.files, parents.folders) == ((), ("partition=0", "partition=1"))
