@@ -10,13 +10,11 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from stacks.components.fanout_function import POWERTOOLS_LAYER, RUNTIME
 from stacks.components.log_storage import log_group
-from stacks.components.nag import acknowledge
+from stacks.components.powertools_function import powertools_function
 
 CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "credential_refresh"
 
@@ -47,19 +45,11 @@ class CredentialRefresh(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
-        self.function = lambda_.Function(
+        self.function = powertools_function(
             self,
-            "Function",
+            package="credential_refresh",
             description="Restart the Debezium captures after the replication password rotated",
-            runtime=RUNTIME,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc"]),
-            layers=[
-                lambda_.LayerVersion.from_layer_version_arn(
-                    self, "Powertools", POWERTOOLS_LAYER.format(region=stack.region)
-                )
-            ],
+            service="credential-refresh",
             timeout=cdk.Duration.minutes(1),
             log_group=log_group(self, "Logs"),
             environment={
@@ -70,7 +60,6 @@ class CredentialRefresh(Construct):
                         for s in services
                     ]
                 ),
-                "POWERTOOLS_SERVICE_NAME": "credential-refresh",
             },
         )
         if connector_arns:
@@ -92,15 +81,4 @@ class CredentialRefresh(Construct):
             description="The replication secret rotated: restart what holds the old password",
             event_pattern=rotation_succeeded(secret.secret_arn),
             targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
-        )
-        acknowledge(
-            self.function,
-            {
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AWSLambdaBasicExecutionRole]": "the AWS managed policy only writes its own logs",
-                "AwsSolutions-L1": (
-                    f"{RUNTIME.name} matches the pinned Powertools V3 layer build; "
-                    "runtime and layer are bumped together"
-                ),
-            },
         )

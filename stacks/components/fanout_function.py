@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -31,13 +30,8 @@ from cdclake.fanout_settings import (
 )
 from stacks.components.log_storage import access_log_bucket, log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
+from stacks.components.powertools_function import powertools_function
 
-CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "fanout"
-RUNTIME = lambda_.Runtime.PYTHON_3_13
-# AWS-managed public layer; bump the version deliberately (it tracks Powertools releases).
-POWERTOOLS_LAYER = (
-    "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27"
-)
 TIMEOUT = cdk.Duration.seconds(60)
 
 
@@ -66,7 +60,6 @@ class FanOut(Construct):
         streams: Sequence[kinesis.IStream],
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = cdk.Stack.of(self)
 
         access_logs = access_log_bucket(self, "AccessLogs", expiration=cdk.Duration.days(90))
 
@@ -108,19 +101,11 @@ class FanOut(Construct):
         )
 
         self.log_group = log_group(self, "Logs")
-        self.function = lambda_.Function(
+        self.function = powertools_function(
             self,
-            "Function",
+            package="fanout",
             description="Debezium change events from Kinesis to the EventBridge bus",
-            runtime=RUNTIME,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc"]),
-            layers=[
-                lambda_.LayerVersion.from_layer_version_arn(
-                    self, "Powertools", POWERTOOLS_LAYER.format(region=stack.region)
-                )
-            ],
+            service="fanout",
             memory_size=512,
             timeout=TIMEOUT,
             log_group=self.log_group,
@@ -131,7 +116,6 @@ class FanOut(Construct):
                 "CLAIM_CHECK_THRESHOLD_BYTES": str(fanout.claim_check_threshold_bytes),
                 "PUT_EVENTS_MAX_ATTEMPTS": str(PUT_EVENTS_MAX_ATTEMPTS),
                 "PUT_EVENTS_BACKOFF_SECONDS": str(PUT_EVENTS_BACKOFF_SECONDS),
-                "POWERTOOLS_SERVICE_NAME": "fanout",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             },
         )
@@ -173,17 +157,6 @@ class FanOut(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.failure_alarm = queue_depth_alarm(self, "FailedRecordsAlarm", self.failure_queue)
-        acknowledge(
-            self.function,
-            {
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AWSLambdaBasicExecutionRole]": "the AWS managed policy only writes its own logs",
-                "AwsSolutions-L1": (
-                    f"{RUNTIME.name} matches the pinned Powertools V3 layer build; "
-                    "runtime and layer are bumped together"
-                ),
-            },
-        )
         assert self.function.role is not None  # the function creates its own role
         acknowledge_wildcards(
             self.function.role,

@@ -1,0 +1,65 @@
+"""The shape both Python Lambdas with Powertools share: ARM, the pinned public Powertools layer,
+the runtime that layer is built for, an asset of one lambdas/ folder, and their nag findings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.components.nag import acknowledge
+
+LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+# AWS-managed public layer; bump the version deliberately (it tracks Powertools releases).
+POWERTOOLS_LAYER = (
+    "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27"
+)
+
+
+def powertools_function(
+    scope: Construct,
+    *,
+    package: str,
+    description: str,
+    service: str,
+    log_group: logs.ILogGroup,
+    timeout: cdk.Duration,
+    environment: Mapping[str, str],
+    memory_size: int | None = None,
+) -> lambda_.Function:
+    """``lambdas/<package>/handler.handler`` as ``scope``'s ``Function``."""
+    function = lambda_.Function(
+        scope,
+        "Function",
+        description=description,
+        runtime=RUNTIME,
+        architecture=lambda_.Architecture.ARM_64,
+        handler="handler.handler",
+        code=lambda_.Code.from_asset(str(LAMBDAS_DIR / package), exclude=["__pycache__", "*.pyc"]),
+        layers=[
+            lambda_.LayerVersion.from_layer_version_arn(
+                scope, "Powertools", POWERTOOLS_LAYER.format(region=cdk.Stack.of(scope).region)
+            )
+        ],
+        memory_size=memory_size,
+        timeout=timeout,
+        log_group=log_group,
+        environment={**environment, "POWERTOOLS_SERVICE_NAME": service},
+    )
+    acknowledge(
+        function,
+        {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]": "the AWS managed policy only writes its own logs",
+            "AwsSolutions-L1": (
+                f"{RUNTIME.name} matches the pinned Powertools V3 layer build; "
+                "runtime and layer are bumped together"
+            ),
+        },
+    )
+    return function
