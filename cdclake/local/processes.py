@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,26 @@ from typing import Any
 
 class StackError(RuntimeError):
     """Something the local stack could not do; the message says what and where to look."""
+
+
+class ProcessExited(StackError):
+    """A started process died while the stack waited for it; the message quotes its log's end.
+
+    The quote matters where the log does not outlive the failure (a test's temporary root).
+    """
+
+    def __init__(self, proc: Tracked, what: str) -> None:
+        self.proc = proc
+        self.tail = log_tail(Path(proc.log), lines=200)
+        shown = "\n".join(self.tail.splitlines()[-15:])
+        super().__init__(
+            f"{proc.name} exited while waiting for {what}; see {proc.log}; it ended with:\n{shown}"
+        )
+
+    @property
+    def port_taken(self) -> bool:
+        """Its port was taken between choosing it and binding it (ports are chosen up front)."""
+        return "Address already in use" in self.tail
 
 
 @dataclass(frozen=True)
@@ -99,6 +119,18 @@ def _forget(popen: subprocess.Popen[bytes]) -> None:
     popen.returncode = 0
 
 
+def log_tail(path: Path, *, lines: int) -> str:
+    """The last ``lines`` lines of a log, or a note saying why there are none."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 256 * 1024))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(log unreadable: {exc.strerror})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our own child, so it leaves no zombie."""
     with contextlib.suppress(ChildProcessError):
@@ -173,11 +205,37 @@ def wait_for(
         except Exception:
             pass
         if proc is not None and not is_running(proc):
-            raise StackError(f"{proc.name} exited while waiting for {what}; see {proc.log}")
+            raise ProcessExited(proc, what)
         if time.monotonic() > deadline:
             hint = f"; see {proc.log}" if proc is not None else ""
             raise StackError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
         time.sleep(interval)
+
+
+def start_on_free_ports(
+    start: Callable[[], Tracked],
+    ports: MutableMapping[str, int],
+    names: Sequence[str],
+    *,
+    chosen: Callable[[], None] = lambda: None,
+    attempts: int = 3,
+) -> Tracked:
+    """``start()``; when the process died because a port of ``names`` was taken, choose again.
+
+    Ports are chosen before a process starts, and until it binds them the kernel may hand the
+    same numbers to any outgoing connection on the machine. ``chosen`` runs after each choice
+    (to record it) and before the next start.
+    """
+    for _ in range(attempts - 1):
+        try:
+            return start()
+        except ProcessExited as exc:
+            if not exc.port_taken:
+                raise
+            for name in names:
+                ports[name] = free_port()
+            chosen()
+    return start()
 
 
 def port_open(port: int) -> bool:

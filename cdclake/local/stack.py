@@ -29,6 +29,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -253,25 +254,31 @@ class LocalStack:
         try:
             if "moto" not in state.processes:
                 progress("starting moto S3")
-                state.processes["moto"] = self._start_moto(state)
+                state.processes["moto"] = self._on_free_ports(state, self._start_moto, "moto")
                 self._save(state)
             self._ensure_bucket(state)
             if "postgres" not in state.processes:
                 progress("starting PostgreSQL")
-                state.processes["postgres"] = self._start_postgres(state)
+                state.processes["postgres"] = self._on_free_ports(
+                    state, self._start_postgres, "postgres"
+                )
                 self._save(state)
             progress("bootstrapping replication (role, grants, publication)")
             self._bootstrap(state)
             if "kafka" not in state.processes:
                 progress("starting Kafka (KRaft)")
-                state.processes["kafka"] = self._start_kafka(state)
+                state.processes["kafka"] = self._on_free_ports(
+                    state, self._start_kafka, "kafka", "kafka_controller"
+                )
                 self._save(state)
             if not capture:
                 self._save(state)
                 return state
             if "connect" not in state.processes:
                 progress("starting Kafka Connect")
-                state.processes["connect"] = self._start_connect(state, timeout=timeout)
+                state.processes["connect"] = self._on_free_ports(
+                    state, partial(self._start_connect, timeout=timeout), "connect"
+                )
                 self._save(state)
             progress("configuring connectors")
             self.apply_connectors(state)
@@ -285,6 +292,13 @@ class LocalStack:
             self._save(state)
             raise
         return state
+
+    def _on_free_ports(
+        self, state: State, start: Callable[[State], Tracked], *ports: str
+    ) -> Tracked:
+        return processes.start_on_free_ports(
+            lambda: start(state), state.ports, ports, chosen=lambda: self._save(state)
+        )
 
     def _log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"

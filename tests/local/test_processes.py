@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cdclake.local import processes
@@ -42,3 +45,50 @@ def test_local_status_without_stack_exits_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["status", "--json", "--state-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert '"up": false' in result.output
+
+
+BIND = "import socket, sys; socket.socket().bind(('127.0.0.1', int(sys.argv[1]))); print('bound')"
+SERVE = (
+    "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])));"
+    " s.listen(); time.sleep(300)"
+)
+
+
+def test_processes_exit_while_waiting_error_quotes_log_end(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        proc = processes.spawn(
+            "binder", [sys.executable, "-c", BIND, str(port)], log=tmp_path / "b.log"
+        )
+        with pytest.raises(processes.ProcessExited) as raised:
+            processes.wait_for("binder", lambda: False, timeout=30, proc=proc)
+    assert raised.value.port_taken
+    assert "Address already in use" in str(raised.value)
+
+
+def test_processes_port_taken_before_bind_started_on_new_port(tmp_path: Path) -> None:
+    # A bound, unconnected socket holds the port the way an outgoing connection would: not
+    # listening, so a check before the start cannot see it.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        ports = {"server": holder.getsockname()[1]}
+        recorded: list[int] = []
+
+        def start() -> processes.Tracked:
+            port = ports["server"]
+            proc = processes.spawn(
+                "server", [sys.executable, "-c", SERVE, str(port)], log=tmp_path / "s.log"
+            )
+            processes.wait_for("server", lambda: processes.port_open(port), timeout=30, proc=proc)
+            return proc
+
+        proc = processes.start_on_free_ports(
+            start, ports, ["server"], chosen=lambda: recorded.append(ports["server"])
+        )
+        try:
+            assert recorded == [ports["server"]]
+            assert ports["server"] != holder.getsockname()[1]
+            assert processes.port_open(ports["server"])
+        finally:
+            processes.stop(proc, timeout=10)
