@@ -36,6 +36,7 @@ ARGUMENTS = (
     "environment",
     "exclude_columns",
     "column_types",
+    "tombstone_retention_days",
 )
 # Without --environment the run publishes no metrics (a laptop run, an older job definition).
 OPTIONAL = {
@@ -44,6 +45,7 @@ OPTIONAL = {
     "environment": "",
     "exclude_columns": "",
     "column_types": "{}",
+    "tombstone_retention_days": "",
 }
 
 
@@ -92,6 +94,12 @@ def merge_options(args: dict[str, str]) -> Any:
         max_bad_fraction=float(args["max_bad_fraction"]),
         column_types=dict(json.loads(args.get("column_types") or "{}")),
         exclude_columns=frozenset(c for c in args.get("exclude_columns", "").split(",") if c),
+        # An older job definition has no retention argument: the library's default then.
+        **(
+            {"tombstone_retention_days": float(args["tombstone_retention_days"])}
+            if args.get("tombstone_retention_days")
+            else {}
+        ),
     )
 
 

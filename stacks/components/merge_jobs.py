@@ -192,6 +192,7 @@ class MergeJobs(Construct):
                         else {}
                     ),
                     "--max_bad_fraction": str(job_config.max_bad_fraction),
+                    "--tombstone_retention_days": str(config.tombstone_retention_days),
                     "--environment": environment,
                     # Glue's own.
                     "--datalake-formats": "hudi",

@@ -89,6 +89,7 @@ def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
         assert args.get("--exclude_columns", "") == ",".join(table.exclude_columns)
         assert json.loads(args.get("--column_types", "{}")) == dict(table.column_types)
         assert args["--max_bad_fraction"] == str(config.lake.glue_job.max_bad_fraction)
+        assert args["--tombstone_retention_days"] == str(config.lake.tombstone_retention_days)
         assert args["--datalake-formats"] == "hudi"
         assert args["--conf"] == (
             "spark.serializer=org.apache.spark.serializer.KryoSerializer"

@@ -68,6 +68,13 @@ def test_glue_entry_template_arguments_carry_table_column_settings(synth) -> Non
     assert "--format" not in customers  # the script has no such option any more
 
 
+def test_glue_entry_template_tombstone_retention_reaches_run(synth) -> None:  # type: ignore[no-untyped-def]
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    module = runpy.run_path(str(ENTRY))
+    options = module["merge_options"](module["parse_arguments"](local_argv(customers, Path("/b"))))
+    assert options.tombstone_retention_days == 7  # config/dev.yaml, not the library's 14
+
+
 def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
@@ -75,6 +82,17 @@ def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     argv += ["--max_bad_fraction", "0", "--column_types", '{"amount": "decimal(10,2)"}']
     options = module["merge_options"](module["parse_arguments"](argv))
     assert options.column_types == {"amount": "decimal(10,2)"}
+
+
+def test_glue_entry_older_job_without_retention_uses_library_default() -> None:
+    from cdclake_merge.job import DEFAULT_TOMBSTONE_RETENTION_DAYS
+
+    module = runpy.run_path(str(ENTRY))
+    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
+    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv += ["--max_bad_fraction", "0"]
+    options = module["merge_options"](module["parse_arguments"](argv))
+    assert options.tombstone_retention_days == DEFAULT_TOMBSTONE_RETENTION_DAYS
 
 
 @pytest.mark.spark
