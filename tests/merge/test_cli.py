@@ -1,5 +1,5 @@
 """The cdclake CLI as users run it: real processes on real Hudi, exit codes, one-line errors,
-kills at every stage."""
+kills from outside once something is written."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,37 +91,33 @@ def test_cli_merge_other_table_type_than_stored_fails_with_one_line(
     ]
 
 
-@pytest.mark.parametrize("stage", ["read", "fold", "write"])
-def test_cli_merge_killed_at_stage_keeps_previous_commit_and_recovers(
-    generated: Path, tmp_path: Path, stage: str
-) -> None:
-    killed = run_cli(
-        *merge_args(generated / "topics", tmp_path / "wh"), env={"CDCLAKE_ABORT_AT": stage}
-    )
-    assert killed.returncode == -signal.SIGKILL
-    assert not _commits(tmp_path / "wh")
-    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
-    assert result.returncode == 0, result.stderr
-    assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
-
-
-def test_cli_merge_killed_during_hudi_write_recovers(generated: Path, tmp_path: Path) -> None:
-    """SIGKILL from outside once Hudi has started its commit (an inflight instant exists)."""
-    timeline = tmp_path / "wh" / "cli.db" / "orders" / ".hoodie"
+def _kill_when(args: list[str], ready: Callable[[], bool]) -> None:
+    """Run ``cdclake merge`` and SIGKILL it once ``ready()``, as when Glue loses a worker."""
     process = subprocess.Popen(
-        [*CLI, *merge_args(generated / "topics", tmp_path / "wh")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=os.environ.copy(),
+        [*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy()
     )
     deadline = time.monotonic() + 600
-    while not list(timeline.glob("*.inflight")) and process.poll() is None:
-        assert time.monotonic() < deadline, "no Hudi write started"
+    while not ready():
+        assert process.poll() is None, f"the run ended (status {process.returncode}) unkilled"
+        assert time.monotonic() < deadline, "the run never reached the point to kill it at"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     assert process.wait(timeout=60) == -signal.SIGKILL
+
+
+def test_cli_merge_killed_after_staging_and_during_hudi_write_recovers(
+    generated: Path, tmp_path: Path
+) -> None:
+    """Killed once its checkpoint is written aside, then again with Hudi's commit in flight."""
+    args = merge_args(generated / "topics", tmp_path / "wh")
+    database = tmp_path / "wh" / "cli.db"
+    _kill_when(
+        args, lambda: any((database / "_cdclake" / "orders" / "checkpoints").glob("v*.json"))
+    )
     assert not _commits(tmp_path / "wh")
-    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh"))
+    _kill_when(args, lambda: any((database / "orders" / ".hoodie").glob("*.inflight")))
+    assert not _commits(tmp_path / "wh")
+    result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["version"] == 1
     assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -45,8 +43,6 @@ DEFAULT_MAX_BAD_FRACTION = 0.01
 # records 7 days, and Kafka deletes a segment only once its newest record is that old (a
 # segment rolls at the latest after 7 days), so no redelivery is older than 14 days.
 DEFAULT_TOMBSTONE_RETENTION_DAYS = 14.0
-ABORT_ENV = "CDCLAKE_ABORT_AT"  # test hook: SIGKILL this process at a named stage
-STAGES = ("read", "fold", "write")  # where abort_at can stop a run
 
 
 class MergeError(RuntimeError):
@@ -96,15 +92,6 @@ class RunResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def abort_at(stage: str) -> None:
-    """Die here, between two stages, as a killed Glue worker would: no cleanup at all.
-
-    Only where ``CDCLAKE_ABORT_AT`` names the stage (the kill tests set it).
-    """
-    if os.environ.get(ABORT_ENV) == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def relative(root: str, path: str) -> str:
@@ -189,7 +176,6 @@ def run_merge(
     cached = [parsed]  # released however the run ends: long-lived sessions must not pile them up
     try:
         summary = read_and_count(parsed, result)
-        abort_at("read")
         gate_bad_fraction(parsed, result, options, sink, previous)
 
         progress("fold")
@@ -202,7 +188,6 @@ def run_merge(
             )
             cached.append(latest)
             count_folded(latest, result)
-            abort_at("fold")
         result.stale_skipped = result.events_read - result.truncates - result.applied
 
         progress("write")
@@ -220,7 +205,6 @@ def run_merge(
             tombstones_before=tombstone_cutoff(options.tombstone_retention_days),
         )
         staged = sink.stage(spark, previous, changes)
-        abort_at("write")
         committed = sink.commit(spark, staged)
     finally:
         for frame in cached:
