@@ -192,11 +192,11 @@ def time_state_reads(spark: Any, sink: Any, lines: list[str]) -> dict[str, float
 
 
 def bench_incremental(
-    spark: Any, work: Path, sizes: list[int], changes: int = CHANGES
+    spark: Any, work: Path, sizes: list[int], changes: int = CHANGES, *, warm_up: bool = True
 ) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     warm = work / "warm-up"  # so no figure pays for the first Hudi write and read of the JVM
-    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ") if warm_up else ():
         shutil.rmtree(warm, ignore_errors=True)
         sink, table = make_table(spark, warm, table_type, 1000)
         write_changes(warm / "changes", incremental_changes(1000, seed=1, changes=500), 4, 1000)
@@ -294,6 +294,12 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=CHANGES, help="changes per run")
     parser.add_argument("--history-files", type=int, default=100_000)
     parser.add_argument("--only", choices=["incremental", "history"], default=None)
+    parser.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="merge into a small table of each type first, unmeasured (the JVM's first write)",
+    )
     parser.add_argument("--data-dir", type=Path, default=HERE / "data" / "incremental")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     args = parser.parse_args()
@@ -304,7 +310,9 @@ def main() -> None:
     result: dict[str, Any] = {"machine": machine(spark), "load_before": load_before}
     if args.only in (None, "incremental"):
         sizes = [args.small, args.large]
-        result["incremental"] = bench_incremental(spark, args.data_dir, sizes, args.changes)
+        result["incremental"] = bench_incremental(
+            spark, args.data_dir, sizes, args.changes, warm_up=args.warm_up
+        )
     if args.only in (None, "history"):
         result["history"] = bench_history(spark, args.data_dir, args.history_files)
     result["load_after"] = os.getloadavg()

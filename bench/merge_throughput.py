@@ -198,7 +198,10 @@ def main() -> None:
         help="also measure 1/4 and 1/2 of --events (default: on)",
     )
     parser.add_argument(
-        "--warm-up", type=int, default=WARM_UP_EVENTS, help="events (default: %(default)s)"
+        "--warm-up",
+        type=int,
+        default=WARM_UP_EVENTS,
+        help="events, unmeasured; 0 skips it (default: %(default)s)",
     )
     parser.add_argument(
         "--data-dir", type=Path, default=HERE / "data", help="generated input, work"
@@ -209,8 +212,9 @@ def main() -> None:
 
     spark = local_session(args.data_dir / "metastore", app_name="cdclake-bench")
     ratio = args.events / args.keys
-    warm = measure(args.warm_up, max(int(args.warm_up / ratio), 1), spark, args.data_dir)
-    print(f"warm-up ({warm['events']} events) done; measuring")
+    if args.warm_up:
+        warm = measure(args.warm_up, max(int(args.warm_up / ratio), 1), spark, args.data_dir)
+        print(f"warm-up ({warm['events']} events) done; measuring")
     sizes = [args.events // 4, args.events // 2, args.events] if args.scaling else [args.events]
     runs = []
     for n in sizes:

@@ -1,4 +1,8 @@
-"""One local capture stack for the end-to-end session, always torn down (and checked gone)."""
+"""One local capture stack for the end-to-end tests, always torn down (and checked gone).
+
+Package-scoped: the stack stops when this folder's tests end, so its JVMs do not idle under
+the rest of the session.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from cdclake.local.stack import LocalStack
 from tests.e2e.e2e_helpers import missing_prerequisite
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e_stack() -> Iterator[LocalStack]:
     reason = missing_prerequisite()
     if reason:

@@ -1,4 +1,8 @@
-"""One local stack with the fan-out per test session, always torn down (and checked gone)."""
+"""One local stack with the fan-out for these tests, always torn down (and checked gone).
+
+Package-scoped: the stack stops when this folder's tests end, so its JVMs do not idle under
+the rest of the session.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from cdclake.local.stack import LocalStack
 from tests.fanout_e2e.fanout_e2e_helpers import PAYMENTS_DDL, REFUNDS_DDL, missing_prerequisite
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def fanout_stack() -> Iterator[LocalStack]:
     reason = missing_prerequisite()
     if reason:

@@ -1,4 +1,8 @@
-"""One local capture stack per test session, always torn down (and checked to be gone)."""
+"""One local capture stack for these tests, always torn down (and checked to be gone).
+
+Package-scoped: the stack stops when this folder's tests end, so its JVMs do not idle under
+the rest of the session.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from cdclake.local.stack import LocalStack
 from tests.local.local_helpers import missing_prerequisite
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def local_stack() -> Iterator[LocalStack]:
     reason = missing_prerequisite()
     if reason:

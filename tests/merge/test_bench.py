@@ -1,4 +1,4 @@
-"""The README's benchmark command, on a small input: it runs, checks itself and writes figures."""
+"""The README's benchmark commands, on small inputs: they run, check themselves, write figures."""
 
 from __future__ import annotations
 
@@ -6,57 +6,21 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.slow
 
 
-def test_merge_throughput_small_run_writes_consistent_results(
-    repo_root: Path, tmp_path: Path
-) -> None:
+def run_bench(script: Path, tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """Run a bench script as the README does; (the JSON it recorded, what it printed)."""
     results = tmp_path / "results"
     done = subprocess.run(
         [
             sys.executable,
-            str(repo_root / "bench" / "merge_throughput.py"),
-            "--events=3000",
-            "--keys=300",
-            "--warm-up=1000",
-            "--no-scaling",
-            f"--data-dir={tmp_path / 'data'}",
-            f"--results-dir={results}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    [written] = results.glob("merge_throughput-*.json")
-    figures = json.loads(written.read_text())
-    [run] = figures["runs"]
-    assert run["events"] >= 3000 and run["keys"] == 300
-    rate = run["events"] / run["cdclake_merge_s"]  # the rounded time: within a few percent
-    assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
-    assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
-    assert isinstance(run["targets_met"], bool)
-    assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
-    assert "targets" in done.stdout
-
-
-def test_merge_incremental_small_run_writes_consistent_results(
-    repo_root: Path, tmp_path: Path
-) -> None:
-    results = tmp_path / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(repo_root / "bench" / "merge_incremental.py"),
-            "--small=100",
-            "--large=1000",
-            "--changes=200",
-            "--history-files=60",
+            str(script),
+            *args,
             f"--data-dir={tmp_path / 'data'}",
             f"--results-dir={results}",
         ],
@@ -66,13 +30,48 @@ def test_merge_incremental_small_run_writes_consistent_results(
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    [written] = results.glob("merge_incremental-*.json")
-    figures = json.loads(written.read_text())
+    [written] = results.glob(f"{script.stem}-*.json")
+    return json.loads(written.read_text()), done.stdout
+
+
+def test_merge_throughput_small_run_writes_consistent_results(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    figures, printed = run_bench(
+        repo_root / "bench" / "merge_throughput.py",
+        tmp_path,
+        "--events=3000",
+        "--keys=300",
+        "--warm-up=0",
+        "--no-scaling",
+    )
+    [run] = figures["runs"]
+    assert run["events"] >= 3000 and run["keys"] == 300
+    rate = run["events"] / run["cdclake_merge_s"]  # the rounded time: within a few percent
+    assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
+    assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
+    assert isinstance(run["targets_met"], bool)
+    assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
+    assert "targets" in printed
+
+
+def test_merge_incremental_small_run_writes_consistent_results(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    figures, printed = run_bench(
+        repo_root / "bench" / "merge_incremental.py",
+        tmp_path,
+        "--small=100",
+        "--large=1000",
+        "--changes=200",
+        "--history-files=40",
+        "--no-warm-up",
+    )
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
         runs = figures["incremental"][table_type]["runs"]
         assert [run["result"]["files_applied"] for run in runs.values()] == [4, 4]
         assert all(run["result"]["events_read"] == 200 for run in runs.values())
     history = figures["history"]
-    assert (history["files_applied"], history["noop_committed"]) == (60, False)
+    assert (history["files_applied"], history["noop_committed"]) == (40, False)
     assert 0 < history["checkpoint_bytes"] < history["names_as_json_bytes"] * 10
-    assert figures["machine"]["load_average"] and "history:" in done.stdout
+    assert figures["machine"]["load_average"] and "history:" in printed
