@@ -259,7 +259,10 @@ def _env_target(env: str, source_table: str) -> Any:
     except ConfigError as exc:
         _fail(str(exc).splitlines()[0], 2)
     if env != "local":
-        job = config.resource_name("merge", source_table.replace(".", "-").replace("_", "-"))
+        try:
+            job = config.lake_table(source_table).merge_job_name(config.prefix)
+        except ValueError as exc:
+            _fail(str(exc), 2)
         _fail(f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name {job})", 2)
     from cdclake.local.lake import lake_target
 

@@ -117,6 +117,10 @@ class TableConfig(_Model):
         """Name of the Hudi/Glue table: schema and table joined, unique per database."""
         return f"{self.schema_name}_{self.table_name}"
 
+    def merge_job_name(self, prefix: str) -> str:
+        """The table's Glue merge job, ``<prefix>-merge-<schema>-<table>`` (hyphens only)."""
+        return f"{prefix}-merge-{self.lake_table_name.replace('_', '-')}"
+
     @property
     def event_source(self) -> str:
         return self.routing.source or f"cdc.{self.name}"

@@ -42,11 +42,6 @@ class LakePlace:
         return self.job_name is None
 
 
-def job_name(config: EnvironmentConfig, source_table: str) -> str:
-    """The table's Glue job, ``<prefix>-merge-<schema>-<table>`` (as cli.merge names it)."""
-    return config.resource_name("merge", source_table.replace(".", "-").replace("_", "-"))
-
-
 def _spec(table: TableConfig) -> dict[str, Any]:
     return {
         "key": tuple(table.primary_key),
@@ -85,7 +80,7 @@ def local_place(config: EnvironmentConfig, source_table: str) -> LakePlace:
 def aws_place(config: EnvironmentConfig, source_table: str, glue: Any) -> LakePlace:
     """The table as its Glue job runs it; LookupError with a one-line reason otherwise."""
     table = config.lake_table(source_table)
-    name = job_name(config, source_table)
+    name = table.merge_job_name(config.prefix)
     try:
         job = glue.get_job(JobName=name)["Job"]
     except glue.exceptions.EntityNotFoundException:

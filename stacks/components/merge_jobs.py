@@ -139,7 +139,7 @@ class MergeJobs(Construct):
         self.jobs: dict[str, glue.CfnJob] = {}
         self.triggers: dict[str, glue.CfnTrigger] = {}
         for table in tables:
-            name = f"{name_prefix}-merge-{table.lake_table_name.replace('_', '-')}"
+            name = table.merge_job_name(name_prefix)
             # One job per table: its own arguments, one run at a time.
             job = glue.CfnJob(
                 self,

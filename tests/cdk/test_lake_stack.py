@@ -70,6 +70,14 @@ def test_lake_one_glue_job_per_lake_table(env: Any) -> None:
     assert env.config.lake_tables  # the check above is not vacuous
 
 
+def test_lake_glue_job_named_as_operations_tools_find_it(env: Any) -> None:
+    # cdclake status, quarantine and merge --env look the job up by TableConfig.merge_job_name.
+    for table in env.config.lake_tables:
+        expected = f"{env.config.prefix}-merge-{table.schema_name}-{table.table_name}"
+        assert jobs(env)[table.name]["Name"] == expected.replace("_", "-")
+        assert table.merge_job_name(env.config.prefix) == jobs(env)[table.name]["Name"]
+
+
 def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
     config = env.config
     for table in config.lake_tables:

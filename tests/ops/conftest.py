@@ -59,7 +59,7 @@ def deployed(
 ) -> dict[str, Any]:
     """public.orders of dev as after one Glue run: what `cdclake status` reads on AWS."""
     from cdclake.config import load_config
-    from cdclake.ops import AnyFileSystem, job_name
+    from cdclake.ops import AnyFileSystem
     from cdclake_merge.generator import GeneratorOptions, generate_files
     from cdclake_merge.job import MergeOptions, run_merge
     from cdclake_merge.metrics import TableRun, publish
@@ -130,7 +130,7 @@ def deployed(
     )
 
     glue = boto3.client("glue", region_name=region)
-    job = job_name(config, table.name)
+    job = table.merge_job_name(config.prefix)
     glue.create_job(
         Name=job,
         Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
