@@ -471,7 +471,7 @@ def start(
     stack: LocalStack, state: State, *, timeout: float, progress: Callable[[str], None]
 ) -> None:
     """Provision the AWS side, then start Debezium Server and the Lambda driver if not running."""
-    from cdclake.local.stack import AWS_ENV, JVM_OPTS, java_binary
+    from cdclake.local.stack import AWS_ENV
 
     folder = stack.root / "fanout"
     folder.mkdir(parents=True, exist_ok=True)
@@ -486,47 +486,11 @@ def start(
 
     if "debezium-server" not in state.processes:
         progress("starting Debezium Server")
-        home = server_home()
-        endpoints = ServerEndpoints(
-            postgres_port=state.ports["postgres"],
-            aws_endpoint=aws.endpoint,
-            http_port=state.ports["debezium-server"],
-            offsets_file=str(folder / "offsets.dat"),
-        )
-        env = server_environment(stack.config, endpoints)
-        (folder / "debezium-server.env.json").write_text(json.dumps(env, indent=2, sort_keys=True))
-        user, password = stack._credentials()
-        runner = next(home.glob("debezium-server-dist-*-runner.jar"))
-        proc = processes.spawn(
-            "debezium-server",
-            [
-                java_binary(),
-                *JVM_OPTS,
-                # The AWS SDK's default wire format for Kinesis is CBOR, which moto does not
-                # read (it answers 500); JSON is the same API.
-                "-Daws.cborEnabled=false",
-                "-cp",
-                f"{runner}:{home / 'conf'}:{home / 'lib'}/*",
-                "io.debezium.server.Main",
-            ],
-            log=stack._log("debezium-server"),
-            cwd=folder,
-            env={
-                **os.environ,
-                **env,
-                **AWS_ENV,
-                # What ECS injects from Secrets Manager as the task's `secrets`.
-                "DEBEZIUM_SOURCE_DATABASE_USER": user,
-                "DEBEZIUM_SOURCE_DATABASE_PASSWORD": password,
-            },
-        )
-        state.processes["debezium-server"] = proc
-        stack._save(state)
-        processes.wait_for(
-            "Debezium Server health",
-            lambda: _healthy(state.ports["debezium-server"]),
-            timeout=timeout,
-            proc=proc,
+        processes.start_on_free_ports(
+            lambda: _start_server(stack, state, aws, folder, timeout=timeout),
+            state.ports,
+            ["debezium-server"],
+            chosen=lambda: stack._save(state),
         )
 
     if "fanout-lambda" not in state.processes:
@@ -572,6 +536,57 @@ def start(
         )
         state.processes["fanout-lambda"] = proc
         stack._save(state)
+
+
+def _start_server(
+    stack: LocalStack, state: State, aws: AwsClients, folder: Path, *, timeout: float
+) -> Tracked:
+    """Debezium Server on ``state.ports["debezium-server"]``, recorded, once it reports healthy."""
+    from cdclake.local.stack import AWS_ENV, JVM_OPTS, java_binary
+
+    home = server_home()
+    endpoints = ServerEndpoints(
+        postgres_port=state.ports["postgres"],
+        aws_endpoint=aws.endpoint,
+        http_port=state.ports["debezium-server"],
+        offsets_file=str(folder / "offsets.dat"),
+    )
+    env = server_environment(stack.config, endpoints)
+    (folder / "debezium-server.env.json").write_text(json.dumps(env, indent=2, sort_keys=True))
+    user, password = stack._credentials()
+    runner = next(home.glob("debezium-server-dist-*-runner.jar"))
+    proc = processes.spawn(
+        "debezium-server",
+        [
+            java_binary(),
+            *JVM_OPTS,
+            # The AWS SDK's default wire format for Kinesis is CBOR, which moto does not
+            # read (it answers 500); JSON is the same API.
+            "-Daws.cborEnabled=false",
+            "-cp",
+            f"{runner}:{home / 'conf'}:{home / 'lib'}/*",
+            "io.debezium.server.Main",
+        ],
+        log=stack._log("debezium-server"),
+        cwd=folder,
+        env={
+            **os.environ,
+            **env,
+            **AWS_ENV,
+            # What ECS injects from Secrets Manager as the task's `secrets`.
+            "DEBEZIUM_SOURCE_DATABASE_USER": user,
+            "DEBEZIUM_SOURCE_DATABASE_PASSWORD": password,
+        },
+    )
+    state.processes["debezium-server"] = proc
+    stack._save(state)
+    processes.wait_for(
+        "Debezium Server health",
+        lambda: _healthy(state.ports["debezium-server"]),
+        timeout=timeout,
+        proc=proc,
+    )
+    return proc
 
 
 def _healthy(port: int) -> bool:
