@@ -1,10 +1,12 @@
-"""Operations: lake freshness alarms and the environment's dashboard, built after every stack."""
+"""Operations: lake freshness alarms, failed merge runs and the environment's dashboard, built
+after every stack."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
@@ -19,6 +21,7 @@ from stacks.components.dashboard import (
     WatchedLake,
 )
 from stacks.components.lake_alarms import LakeAlarms
+from stacks.components.merge_job_failures import MergeJobFailures
 from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack
 from stacks.lake_stack import LakeStack
@@ -54,6 +57,22 @@ class OperationsStack(cdk.Stack):
             tables=config.lake_tables,
             environment=config.env,
             topic=database.alarm_topic,
+        )
+
+        # A merge run that fails pages at once, not a freshness objective later. The topic is
+        # imported: the database stack's alarms grant EventBridge its policy and key, so this
+        # rule's target adds nothing to that stack.
+        merge_jobs = {t: str(job.name) for t, job in lake.merge_jobs.jobs.items()}
+        self.merge_job_failures = (
+            MergeJobFailures(
+                self,
+                "MergeJobFailures",
+                job_names=list(merge_jobs.values()),
+                environment=config.env,
+                topic=sns.Topic.from_topic_arn(self, "AlarmTopic", database.alarm_topic.topic_arn),
+            )
+            if merge_jobs
+            else None
         )
 
         consumers = fanout.event_consumers.consumers
@@ -93,8 +112,11 @@ class OperationsStack(cdk.Stack):
             ),
             lake=WatchedLake(
                 environment=config.env,
-                merge_jobs={t: str(job.name) for t, job in lake.merge_jobs.jobs.items()},
+                merge_jobs=merge_jobs,
                 alarms=self.lake_alarms,
+                failed_runs_rule=None
+                if self.merge_job_failures is None
+                else self.merge_job_failures.rule,
             ),
         )
 

@@ -18,7 +18,9 @@ and dimensions the service publishes:
 * EventBridge ``FailedInvocations`` and ``InvocationsSentToDlq`` by ``EventBusName`` and
   ``RuleName`` (a custom bus); SQS ``ApproximateNumberOfMessagesVisible`` per queue.
 * Glue ``glue.driver.aggregate.elapsedTime`` and ``numFailedTasks`` by ``JobName``,
-  ``JobRunId=ALL`` and ``Type=count`` (``--enable-metrics``), beside the runs' own metrics.
+  ``JobRunId=ALL`` and ``Type=count`` (``--enable-metrics``), beside the runs' own metrics; failed
+  runs as the failure rule's ``TriggeredRules`` (and ``FailedInvocations``: pages not delivered)
+  by ``RuleName`` (the default bus).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class WatchedLake:
     environment: str  # the Environment dimension of the lake metrics
     merge_jobs: Mapping[str, str]  # table -> Glue job name
     alarms: LakeAlarms
+    failed_runs_rule: events.IRule | None = None  # failed merge runs -> alarm topic (default bus)
 
 
 def _metric(
@@ -195,12 +198,31 @@ class PipelineDashboard(Construct):
             )
             for t in lake.merge_jobs
         ]
-        return [
+        widgets: list[cloudwatch.IWidget] = [
             _header("## Merge jobs (Glue)"),
-            _graph("Merge run duration (seconds)", durations),
-            _graph("Glue elapsed time (ms)", glue("glue.driver.aggregate.elapsedTime", "Maximum")),
-            _graph("Glue failed tasks", glue("glue.driver.aggregate.numFailedTasks", "Sum")),
+            _graph("Merge run duration (seconds)", durations, width=6),
+            _graph(
+                "Glue elapsed time (ms)",
+                glue("glue.driver.aggregate.elapsedTime", "Maximum"),
+                width=6,
+            ),
+            _graph(
+                "Glue failed tasks", glue("glue.driver.aggregate.numFailedTasks", "Sum"), width=6
+            ),
         ]
+        if lake.failed_runs_rule is not None:
+            # The failure rule is on the default bus: its metrics carry RuleName only. Each
+            # trigger is one failed run (any job); a failed invocation is a page not delivered.
+            rule = {"RuleName": lake.failed_runs_rule.rule_name}
+            widgets.append(
+                _graph(
+                    "Failed merge runs",
+                    [_metric("AWS/Events", "TriggeredRules", rule, "Sum", "failed runs")],
+                    right=[_metric("AWS/Events", "FailedInvocations", rule, "Sum", "not notified")],
+                    width=6,
+                )
+            )
+        return widgets
 
     @staticmethod
     def _database(database: WatchedDatabase) -> list[cloudwatch.IWidget]:

@@ -13,6 +13,9 @@ from constructs import Construct
 
 from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
 
+#: Services whose notifications reach the topic: alarms and EventBridge rules of the account.
+PUBLISHING_SERVICES = ("cloudwatch.amazonaws.com", "events.amazonaws.com")
+
 
 class DatabaseAlarms(Construct):
     """Slot lag and transaction-log disk alarms on the writer, notifying an SNS topic.
@@ -35,7 +38,9 @@ class DatabaseAlarms(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
 
-        # Own key for the topic: CloudWatch must be allowed to use it, the database key not.
+        # Own key for the topic: the services that publish to it must be allowed to use it (the
+        # database key not): CloudWatch for the alarms, EventBridge for rules on the default bus
+        # (the operations stack's failed merge runs).
         key = kms.Key(
             self,
             "TopicKey",
@@ -43,9 +48,8 @@ class DatabaseAlarms(Construct):
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        key.grant(
-            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
-        )
+        for service in PUBLISHING_SERVICES:
+            key.grant(iam.ServicePrincipal(service), "kms:Decrypt", "kms:GenerateDataKey*")
         #: SNS topic the database alarms notify (subscribe the on-call pager to it).
         self.topic = sns.Topic(
             self,
@@ -53,6 +57,16 @@ class DatabaseAlarms(Construct):
             display_name=f"{cluster_identifier} database alarms",
             master_key=key,
             enforce_ssl=True,
+        )
+        # EventBridge publishes through the topic's policy (an SNS target takes no role here);
+        # granted here, with the key, so a rule in another stack changes nothing of this one.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesPublish",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+            )
         )
 
         # Optional on-call address from config (it confirms the subscription by email).

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.stack_helpers import normalized, resources, stable
+from tests.cdk.stack_helpers import as_list, normalized, resources, stable
 
 pytestmark = pytest.mark.cdk
 
@@ -194,6 +194,146 @@ def test_operations_dashboard_glue_job_metrics(dev_synth, dev) -> None:  # type:
         dims = {"JobName": job.name, "JobRunId": "ALL", "Type": "count"}
         assert ("Glue", "glue.driver.aggregate.elapsedTime", dims) in lines
         assert ("Glue", "glue.driver.aggregate.numFailedTasks", dims) in lines
+
+
+def _failure_rule(template: dict[str, Any]) -> dict[str, Any]:
+    """The rule on Glue's job state changes (the only one with source aws.glue)."""
+    (rule,) = [
+        r
+        for r in resources(template, "AWS::Events::Rule").values()
+        if r.get("EventPattern", {}).get("source") == ["aws.glue"]
+    ]
+    return rule
+
+
+def _render(transformer: dict[str, Any], event: dict[str, Any]) -> Any:
+    """What EventBridge delivers for ``event``: each <name> of the template replaced by the value
+    at its path (escaped inside the template's JSON string), then the JSON decoded."""
+    text = transformer["InputTemplate"]
+    for name, path in transformer["InputPathsMap"].items():
+        value: Any = event
+        for part in path.removeprefix("$.").split("."):
+            value = value[part]
+        text = text.replace(f"<{name}>", json.dumps(value)[1:-1])
+    return json.loads(text)
+
+
+# A Glue "Glue Job State Change" event as Glue sends it when a run fails.
+GLUE_FAILED_RUN = {
+    "version": "0",
+    "id": "ad3c3da1-148c-d5da-9a6a-79f1bc9a8a2e",
+    "detail-type": "Glue Job State Change",
+    "source": "aws.glue",
+    "account": "111111111111",
+    "time": "2026-06-18T12:34:06Z",
+    "region": "eu-west-1",
+    "resources": [],
+    "detail": {
+        "jobName": "cdclake-dev-merge-public-orders",
+        "severity": "ERROR",
+        "state": "FAILED",
+        "jobRunId": "jr_ca2144d747b45ad412d3c66a1b6934b6",
+        "message": 'ValueError: column "balance" changed type',
+    },
+}
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_operations_failed_runs_rule_matches_env_merge_jobs_failed_states(synth, env: str) -> None:  # type: ignore[no-untyped-def]
+    built = synth(env)
+    rule = _failure_rule(dict(built.template("operations")))
+    job_names = sorted(t.merge_job_name(built.config.prefix) for t in built.config.lake_tables)
+    # The lake stack's own jobs, exactly: no other environment's, none missing.
+    assert job_names == sorted(str(j.name) for j in built.stacks["lake"].merge_jobs.jobs.values())
+    assert rule["EventPattern"] == {
+        "source": ["aws.glue"],
+        "detail-type": ["Glue Job State Change"],
+        "detail": {"jobName": job_names, "state": ["FAILED", "TIMEOUT", "ERROR"]},
+    }
+    assert "EventBusName" not in rule  # the default bus, where Glue sends its events
+    assert rule["State"] == "ENABLED"
+
+
+def test_operations_failed_runs_rule_notifies_the_database_alarm_topic(dev) -> None:  # type: ignore[no-untyped-def]
+    (target,) = _failure_rule(dev)["Targets"]
+    alarm_actions = {
+        json.dumps(action)
+        for alarm in resources(dev, "AWS::CloudWatch::Alarm").values()
+        for action in alarm["AlarmActions"]
+    }
+    assert {json.dumps(target["Arn"])} == alarm_actions  # the one topic every alarm notifies
+    assert "RoleArn" not in target  # SNS authorizes EventBridge by the topic's policy
+    # Imported: the rule's target adds no topic policy or key grant here.
+    assert resources(dev, "AWS::SNS::TopicPolicy") == {}
+    assert resources(dev, "AWS::KMS::Key") == {}
+
+
+def test_operations_failed_runs_message_one_readable_line(dev) -> None:  # type: ignore[no-untyped-def]
+    transformer = _failure_rule(dev)["Targets"][0]["InputTransformer"]
+    assert set(transformer["InputPathsMap"].values()) == {
+        "$.detail.jobName",
+        "$.detail.state",
+        "$.detail.jobRunId",
+        "$.detail.message",
+    }
+    assert _render(transformer, GLUE_FAILED_RUN) == (
+        "[dev] Glue merge job cdclake-dev-merge-public-orders ended FAILED "
+        '(run jr_ca2144d747b45ad412d3c66a1b6934b6): ValueError: column "balance" changed type'
+        " | Read the run's error (Glue console or cdclake status --env dev), fix the cause, "
+        "rerun the job (a rerun is safe). docs/operations.md#metrics-alarms-and-the-dashboard"
+    )
+
+
+def test_operations_failed_runs_alarm_topic_lets_eventbridge_publish(dev_synth) -> None:  # type: ignore[no-untyped-def]
+    # The topic is encrypted with its own key: EventBridge needs the topic's policy and the key.
+    database = dict(dev_synth.template("database"))
+    topics = resources(database, "AWS::SNS::Topic")
+    ((topic_id, topic),) = topics.items()
+    key_id = topic["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    events_principal = {"Service": "events.amazonaws.com"}
+
+    (policy,) = resources(database, "AWS::SNS::TopicPolicy").values()
+    assert policy["Topics"] == [{"Ref": topic_id}]
+    # Granted once, by the database stack: the operations stack's rule adds nothing there.
+    assert [s for s in policy["PolicyDocument"]["Statement"] if s["Principal"] != "*"] == [
+        {
+            "Action": "sns:Publish",
+            "Effect": "Allow",
+            "Principal": events_principal,
+            "Resource": {"Ref": topic_id},
+            "Sid": "EventBridgeRulesPublish",
+        }
+    ]
+
+    key_policy = resources(database, "AWS::KMS::Key")[key_id]["KeyPolicy"]
+    granted = [
+        s
+        for s in key_policy["Statement"]
+        if "events.amazonaws.com" in as_list(s.get("Principal", {}).get("Service", []))
+    ]
+    assert [(s["Effect"], sorted(as_list(s["Action"]))) for s in granted] == [
+        ("Allow", ["kms:Decrypt", "kms:GenerateDataKey*"])
+    ]
+
+
+def test_operations_failed_runs_without_merge_jobs_refused() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_sns as sns
+
+    from stacks.components.merge_job_failures import MergeJobFailures
+
+    stack = cdk.Stack(cdk.App())
+    with pytest.raises(ValueError, match="at least one merge job"):
+        MergeJobFailures(
+            stack, "Failures", job_names=[], environment="dev", topic=sns.Topic(stack, "Topic")
+        )
+
+
+def test_operations_dashboard_failed_merge_runs(dev) -> None:  # type: ignore[no-untyped-def]
+    lines = _dashboard_metrics(dev)
+    rule = {"RuleName": "<ref>"}  # the failure rule of this stack, on the default bus
+    assert ("AWS/Events", "TriggeredRules", rule) in lines
+    assert ("AWS/Events", "FailedInvocations", rule) in lines
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
