@@ -1,35 +1,22 @@
 """``cdclake quarantine list | replay``: the lines a merge could not apply, and applying them later.
 
-How the merge keeps them (cdclake_merge.hudi ``stage``): the commit of version N writes the
-run's bad lines to ``<quarantine root>/v<N, 8 digits>/`` as JSON lines ``{source_file, line,
-reason, raw}``. A run that stopped above ``max_bad_fraction`` wrote ``failed-v<N>/`` and
-committed nothing: those lines are still in pending change files, and the next run reads
-them again, so they are not listed here.
+What a quarantined line is, what a replay does and the ledger it keeps are the merge library's
+(:mod:`cdclake_merge.replay`): the same code runs here for the local stack and in the table's
+Glue merge job on AWS. This module is the command line and the wiring:
 
-A replay, after a fix (config or code) that makes some of them readable:
-
-1. every listed line not replayed yet is parsed again with the merge's own parser
-   (``cdclake_merge.debezium.parse_line``) and the table's current spec;
-2. the lines that now parse are written, in their original order, to
-   ``<quarantine root>/replays/r<N>/lines.json`` and applied by ``run_merge`` through the
-   table's sink, as one commit. The merge's ordering rules apply: a replayed change older
-   than what the table holds for its key is skipped as stale, never applied over it;
-3. ``replays/r<N>/_ledger.json`` records which lines that commit applied. Listing leaves
-   them out, so a second replay finds nothing and commits nothing.
-
-Lines that still fail are not merged and stay where they are; the ledger keeps their
-current reason. The replay commit does not move the table's change-file positions.
-A replay that died after its commit and before its ledger is safe to run again: each
-replayed change is then not newer than the stored row and is skipped.
+* ``list`` reads the quarantine wherever it is (S3 through boto3, no JVM);
+* ``replay --env local`` opens the table's sink on the local stack and replays in this process
+  (its own Spark session, with the spec from config or ``--config FILE``);
+* ``replay --env dev|prod`` starts a run of the table's Glue job with ``--mode replay``: the job
+  replays with its deployed arguments, Hudi bundle, catalog sync and role. ``--wait`` polls the
+  run to its end, then prints the replay's ledger, read from the quarantine bucket.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,175 +25,40 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.ops import AnyFileSystem, LakePlace, local_path
+from cdclake_merge.replay import (
+    LEDGER,
+    LINES,
+    REPLAYS,
+    Listing,
+    QuarantinedLine,
+    ReplayResult,
+    ReplaySink,
+    ledgers,
+    listing,
+    quarantined,
+)
 
-VERSION_FOLDER = re.compile(r"^v(\d{8})$")
-REPLAYS = "replays"
-LEDGER = "_ledger.json"
-LINES = "lines.json"
-# TableState / Changes fields that say which change files are applied: a replay reads its
-# own folder from nothing and leaves the table's positions as they were.
-INPUT_FIELDS = ("positions", "legacy_applied", "applied_files")
+__all__ = [
+    "LEDGER",
+    "LINES",
+    "REPLAYS",
+    "Listing",
+    "QuarantinedLine",
+    "ReplayResult",
+    "ReplaySink",
+    "ledgers",
+    "listing",
+    "quarantined",
+    "replay",
+]
 
-
-@dataclass(frozen=True)
-class QuarantinedLine:
-    folder: str  # v<N>: the commit that quarantined it
-    source_file: str
-    line: int
-    reason: str
-    raw: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.folder}:{self.source_file}:{self.line}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "quarantined_by": self.folder,
-            "source_file": self.source_file,
-            "line": self.line,
-            "reason": self.reason,
-        }
-
-
-@dataclass
-class ReplayResult:
-    replay: str | None = None
-    version: int | None = None  # the commit that applied the lines
-    applied: list[str] = field(default_factory=list)
-    still_failing: dict[str, str] = field(default_factory=dict)  # id -> current reason
-    merge: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "replay": self.replay,
-            "version": self.version,
-            "applied": len(self.applied),
-            "still_failing": len(self.still_failing),
-            "still_failing_lines": [
-                {"id": k, "reason": v} for k, v in sorted(self.still_failing.items())
-            ],
-            "merge": self.merge,
-        }
+# Glue's final job run states (JobRunState); any other is still going.
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED", "TIMEOUT", "ERROR", "EXPIRED"})
+POLL_SECONDS = 15.0
+REPLAY_ARGUMENTS = {"--mode": "replay"}  # glue_jobs/merge_job.py
 
 
-def _part_files(fs: Any, folder: str) -> list[str]:
-    return [
-        f"{folder.rstrip('/')}/{name}"
-        for name in fs.list_dir(folder)
-        if name.endswith(".json") and not name.startswith((".", "_"))
-    ]
-
-
-def quarantined(fs: Any, root: str, upto_version: int | None = None) -> list[QuarantinedLine]:
-    """Every line the table's commits quarantined, oldest commit first (replayed ones too).
-
-    Folders of versions above ``upto_version`` were staged by runs that never committed.
-    """
-    lines: list[QuarantinedLine] = []
-    for name in fs.list_dir(root):
-        match = VERSION_FOLDER.match(name)
-        if match is None or (upto_version is not None and int(match.group(1)) > upto_version):
-            continue
-        for part in _part_files(fs, f"{root.rstrip('/')}/{name}"):
-            for text in fs.read_text(part).splitlines():
-                if not text.strip():
-                    continue
-                row = json.loads(text)
-                lines.append(
-                    QuarantinedLine(
-                        folder=name,
-                        source_file=str(row.get("source_file", "")),
-                        line=int(row.get("line") or 0),
-                        reason=str(row.get("reason", "")),
-                        raw=str(row.get("raw", "")),
-                    )
-                )
-    return sorted(lines, key=lambda q: (q.folder, q.source_file, q.line))
-
-
-def ledgers(fs: Any, root: str) -> list[dict[str, Any]]:
-    folder = f"{root.rstrip('/')}/{REPLAYS}"
-    found = []
-    for name in fs.list_dir(folder):
-        path = f"{folder}/{name}/{LEDGER}"
-        if fs.exists(path):
-            found.append(json.loads(fs.read_text(path)))
-    return sorted(found, key=lambda entry: str(entry["replay"]))
-
-
-@dataclass(frozen=True)
-class Listing:
-    pending: list[QuarantinedLine]  # not applied by any replay
-    replayed: dict[str, str]  # id -> the replay that applied it
-    reasons: dict[str, str]  # id -> the newest reason (a replay re-parses)
-
-
-def listing(fs: Any, root: str, upto_version: int | None = None) -> Listing:
-    replayed: dict[str, str] = {}
-    reasons: dict[str, str] = {}
-    for entry in ledgers(fs, root):
-        for line_id in entry.get("applied", ()):
-            replayed[line_id] = str(entry["replay"])
-        reasons.update(entry.get("still_failing", {}))
-    lines = quarantined(fs, root, upto_version)
-    pending = [q for q in lines if q.id not in replayed]
-    return Listing(pending, replayed, {q.id: reasons.get(q.id, q.reason) for q in lines})
-
-
-# --- replay ---------------------------------------------------------------------------------
-
-
-def _input_defaults(state: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for f in fields(state):
-        if f.name in INPUT_FIELDS:
-            values[f.name] = f.default_factory() if callable(f.default_factory) else f.default
-    return values
-
-
-class ReplaySink:
-    """The table's sink, seen by ``run_merge`` as if no change file had ever been applied.
-
-    So the replay folder's file is pending; what gets committed keeps the table's own
-    change-file positions and names the replay in the commit's run record.
-    """
-
-    def __init__(self, sink: Any, replay: str) -> None:
-        self._sink = sink
-        self._replay = replay
-        self._real: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sink, name)
-
-    def load(self) -> Any:
-        self._real = self._sink.load()
-        if getattr(self._real, "legacy_applied", None) is not None:
-            raise ValueError(
-                f"table {self._sink.table}: its last commit predates change-file positions; "
-                "run its merge once, then replay"
-            )
-        return replace(self._real, **_input_defaults(self._real))
-
-    def read_live(self, spark: Any, state: Any) -> Any:
-        return self._sink.read_live(spark, state)
-
-    def read_state(self, spark: Any, state: Any) -> Any:
-        return self._sink.read_state(spark, state)
-
-    def stage(self, spark: Any, previous: Any, changes: Any) -> Any:
-        kept = {
-            f.name: getattr(self._real, f.name)
-            for f in fields(changes)
-            if f.name in INPUT_FIELDS and hasattr(self._real, f.name)
-        }
-        run = {**changes.run, "replay": self._replay}
-        return self._sink.stage(spark, self._real, replace(changes, run=run, **kept))
-
-    def commit(self, spark: Any, staged: Any) -> Any:
-        return self._sink.commit(spark, staged)
+# --- local: this process --------------------------------------------------------------------
 
 
 def _spark_factory(warehouse: str) -> Callable[[], Any]:
@@ -245,18 +97,20 @@ def open_table(place: LakePlace, spark_factory: Callable[[], Any]) -> Any:
 
 
 def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) -> ReplayResult:
-    """Apply the quarantined lines that the table's current spec reads (see the module doc)."""
-    from cdclake_merge.debezium import parse_line
-    from cdclake_merge.job import MergeOptions, run_merge
-    from cdclake_merge.storage import LocalFileSystem, join
+    """Replay a local table's quarantined lines in this process (:func:`cdclake_merge.replay`).
+
+    On AWS the same replay runs in the table's Glue job: :func:`start_replay`.
+    """
+    from cdclake_merge.job import MergeOptions
+    from cdclake_merge.replay import replay as replay_lines
+    from cdclake_merge.storage import LocalFileSystem
 
     if not place.local:
-        raise ValueError("replay runs against the local stack only (see docs/operations.md)")
-    fs = LocalFileSystem()
+        raise ValueError(
+            f"{place.source_table} of {place.env} replays in its Glue job ({place.job_name}): "
+            "cdclake quarantine replay starts it"
+        )
     factory = spark_factory or _spark_factory(place.warehouse)
-    sink = open_table(place, factory)
-    state = sink.load()
-    pending = listing(fs, place.quarantine_root, state.version).pending
     options = MergeOptions(
         table=place.lake_table,
         key=place.key,
@@ -265,35 +119,61 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
         exclude_columns=frozenset(place.exclude),
         max_bad_fraction=place.max_bad_fraction,
     )
-    result = ReplayResult()
-    readable: list[QuarantinedLine] = []
-    for item in pending:
-        outcome = parse_line(item.raw, options.spec)
-        if outcome.kind == "bad":
-            result.still_failing[item.id] = str(outcome.reason)
-        else:
-            readable.append(item)
-    if not readable:
-        return result
-    result.replay = f"r{state.version + 1:08d}"
-    folder = join(place.quarantine_root, REPLAYS, result.replay)
-    fs.delete(folder)  # a replay that died before its commit left this behind
-    fs.write_text(join(folder, LINES), "".join(item.raw + "\n" for item in readable))
-    merged = run_merge(
-        factory, fs, ReplaySink(sink, result.replay), replace(options, changes=folder)
-    )
-    result.version, result.merge = merged.version, merged.as_dict()
-    result.applied = [item.id for item in readable]
-    ledger = {
-        "replay": result.replay,
-        "version": merged.version,
-        "at": dt.datetime.now(dt.UTC).isoformat(),
-        "applied": result.applied,
-        "still_failing": result.still_failing,
-        "merge": result.merge,
-    }
-    fs.write_text(join(folder, LEDGER), json.dumps(ledger, indent=2))
-    return result
+    return replay_lines(factory, LocalFileSystem(), open_table(place, factory), options)
+
+
+# --- AWS: a run of the table's Glue job -----------------------------------------------------
+
+
+def start_replay(glue: Any, place: LakePlace) -> str:
+    """Start the table's Glue job in replay mode; the run id. RuntimeError: one-line reason."""
+    from botocore.exceptions import ClientError
+
+    try:
+        started = glue.start_job_run(JobName=place.job_name, Arguments=dict(REPLAY_ARGUMENTS))
+    except glue.exceptions.ConcurrentRunsExceededException:
+        raise RuntimeError(
+            f"Glue job {place.job_name} is running (one run at a time): replay when it has ended"
+        ) from None
+    except ClientError as exc:
+        raise RuntimeError(f"Glue job {place.job_name} did not start: {exc}") from None
+    return str(started["JobRunId"])
+
+
+def wait_for_run(
+    glue: Any,
+    job: str,
+    run_id: str,
+    *,
+    interval: float = POLL_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    seen: Callable[[str], None] = lambda state: None,
+) -> dict[str, Any]:
+    """``get_job_run`` every ``interval`` seconds until the run is in a final state; the run."""
+    while True:
+        run = dict(glue.get_job_run(JobName=job, RunId=run_id)["JobRun"])
+        state = str(run.get("JobRunState"))
+        seen(state)
+        if state in FINAL_STATES:
+            return run
+        sleep(interval)
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def run_report(fs: Any, place: LakePlace, run_id: str) -> ReplayResult:
+    """What the replay run ``run_id`` did, from the quarantine: its ledger.
+
+    A run that found no readable line writes none; then the lines still quarantined are
+    reported as failing, each with the reason last recorded for it.
+    """
+    mine = [entry for entry in ledgers(fs, place.quarantine_root) if entry.get("job_run") == run_id]
+    if mine:
+        return ReplayResult.from_ledger(mine[-1])
+    left = listing(fs, place.quarantine_root, _current_version(place, fs))
+    return ReplayResult(still_failing={q.id: left.reasons[q.id] for q in left.pending})
 
 
 # --- CLI ------------------------------------------------------------------------------------
@@ -310,7 +190,8 @@ TableOption = Annotated[str, typer.Option("--table", help="SCHEMA.TABLE as in co
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
-        "--config", help="environment file to take the table's spec from (a fix being tried)"
+        "--config",
+        help="environment file to take the table's spec from (a fix being tried; local only)",
     ),
 ]
 ConfigDirOption = Annotated[
@@ -323,10 +204,16 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def resolve(
+def glue_client(region: str) -> Any:
+    import boto3
+
+    return boto3.client("glue", region_name=region)
+
+
+def _resolve(
     env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
-) -> LakePlace:
-    """The table of ``env`` (exits with a one-line error otherwise)."""
+) -> tuple[LakePlace, Any]:
+    """The table of ``env`` and, on AWS, a Glue client of its region (None locally)."""
     from cdclake.config import ConfigError, load_config
     from cdclake.ops import aws_place, local_place
 
@@ -339,15 +226,21 @@ def resolve(
     try:
         config.lake_table(table)
         if env == "local":
-            return local_place(config, table)
-        import boto3
-
-        return aws_place(config, table, boto3.client("glue", region_name=config.region))
+            return local_place(config, table), None
+        glue = glue_client(config.region)
+        return aws_place(config, table, glue), glue
     except ValueError as exc:
         _fail(str(exc), 2)
     except LookupError as exc:
         _fail(str(exc))
     raise AssertionError("unreachable")
+
+
+def resolve(
+    env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
+) -> LakePlace:
+    """The table of ``env`` (exits with a one-line error otherwise)."""
+    return _resolve(env, table, config_file, config_dir)[0]
 
 
 def _current_version(place: LakePlace, fs: Any) -> int | None:
@@ -393,34 +286,8 @@ def list_command(
     Console().print(grid)
 
 
-@app.command("replay")
-def replay_command(
-    env: EnvOption,
-    table: TableOption,
-    config_file: ConfigOption = None,
-    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """Re-apply the quarantined lines the merge can read now, as one commit; once each."""
-    if env != "local":
-        _fail(
-            f"--env {env}: replay runs on the local stack only for now; see docs/operations.md "
-            "(Quarantined lines after a fix)",
-            2,
-        )
-    place = resolve(env, table, config_file)
-    from cdclake_merge.hudi import CatalogSyncError
-    from cdclake_merge.job import MergeError
-
-    try:
-        result = replay(place)
-    except (MergeError, CatalogSyncError) as exc:
-        _fail(str(exc))
-    except ValueError as exc:
-        _fail(str(exc), 2)
-    if json_output:
-        print(json.dumps(result.as_dict(), indent=2))
-        return
-    out = Console()
+def _print_result(table: str, result: ReplayResult) -> None:
+    out = Console(soft_wrap=True)
     if result.replay is None:
         out.print(f"{table}: nothing to replay", highlight=False)
     else:
@@ -433,3 +300,107 @@ def replay_command(
         )
     for line_id, reason in sorted(result.still_failing.items()):
         out.print(f"  still quarantined: {line_id}: {reason}", highlight=False)
+
+
+def _replay_locally(table: str, place: LakePlace, json_output: bool) -> None:
+    from cdclake_merge.hudi import CatalogSyncError
+    from cdclake_merge.job import MergeError
+
+    try:
+        result = replay(place)
+    except (MergeError, CatalogSyncError) as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        _print_result(table, result)
+
+
+def _replay_on_glue(
+    table: str, place: LakePlace, glue: Any, run_id: str | None, wait: bool, json_output: bool
+) -> None:
+    job = str(place.job_name)
+    reporting = run_id is not None
+    if run_id is None:
+        try:
+            run_id = start_replay(glue, place)
+        except RuntimeError as exc:
+            _fail(str(exc))
+        console.print(f"{table}: replay started as run {run_id} of Glue job {job}", highlight=False)
+    else:
+        try:
+            arguments = glue.get_job_run(JobName=job, RunId=run_id)["JobRun"].get("Arguments", {})
+        except glue.exceptions.EntityNotFoundException:
+            _fail(f"Glue job {job} has no run {run_id}", 2)
+        if arguments.get("--mode") != REPLAY_ARGUMENTS["--mode"]:
+            _fail(f"run {run_id} of Glue job {job} is not a replay (no --mode replay)", 2)
+    shown: dict[str, Any] = {"table": table, "job": job, "job_run": run_id}
+    if not wait and not reporting:
+        if json_output:
+            print(json.dumps(shown))
+        else:
+            print(run_id)
+        return
+    states: list[str] = []
+
+    def seen(state: str) -> None:
+        if state not in states[-1:]:
+            console.print(f"{run_id}: {state}", highlight=False)
+        states.append(state)
+
+    run = wait_for_run(glue, job, str(run_id), seen=seen)
+    shown["state"] = state = str(run.get("JobRunState"))
+    if state != "SUCCEEDED":
+        shown["error"] = error = one_line(run.get("ErrorMessage") or "no error message")
+        if json_output:
+            print(json.dumps(shown))
+        _fail(f"replay run {run_id} of Glue job {job} ended {state}: {error}")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        result = run_report(AnyFileSystem(), place, str(run_id))
+    except (BotoCoreError, ClientError) as exc:
+        _fail(f"replay run {run_id} SUCCEEDED; its ledger in {place.quarantine_root}: {exc}")
+    if json_output:
+        print(json.dumps({**shown, **result.as_dict()}, indent=2))
+    else:
+        _print_result(table, result)
+
+
+@app.command("replay")
+def replay_command(
+    env: EnvOption,
+    table: TableOption,
+    config_file: ConfigOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="AWS: wait for the Glue run, then print what it did")
+    ] = False,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id", help="AWS: wait for this replay run and report it, instead of starting one"
+        ),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    config_dir: ConfigDirOption = None,
+) -> None:
+    """Re-apply the quarantined lines the merge can read now, as one commit; once each.
+
+    Locally in this process; on AWS in a run of the table's Glue job (``--mode replay``).
+    """
+    if env == "local":
+        if run_id is not None:
+            _fail("--run-id names a Glue job run: AWS environments only", 2)
+        place, _ = _resolve(env, table, config_file, config_dir)
+        _replay_locally(table, place, json_output)
+        return
+    if config_file is not None:
+        _fail(
+            f"--config on {env}: the Glue job replays with its deployed arguments; deploy the "
+            "fix first (cdk deploy), then replay without --config",
+            2,
+        )
+    place, glue = _resolve(env, table, config_dir=config_dir)
+    _replay_on_glue(table, place, glue, run_id, wait, json_output)

@@ -10,6 +10,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --record_key id[,id2]         --partition_fields ""|col[,col]
     --table_type COPY_ON_WRITE|MERGE_ON_READ   --quarantine_path s3://…/
     --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
+    --mode merge|replay           (default merge; replay: apply the quarantined lines the
+                                  table's current spec reads, see cdclake_merge.replay)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -37,8 +39,12 @@ ARGUMENTS = (
     "exclude_columns",
     "column_types",
     "tombstone_retention_days",
+    "mode",
 )
+MODES = ("merge", "replay")
 # Without --environment the run publishes no metrics (a laptop run, an older job definition).
+# Without --mode it merges: job definitions never pass it; `cdclake quarantine replay` starts
+# a run with `--mode replay`.
 OPTIONAL = {
     "partition_fields": "",
     "table_type": "COPY_ON_WRITE",
@@ -46,6 +52,7 @@ OPTIONAL = {
     "exclude_columns": "",
     "column_types": "{}",
     "tombstone_retention_days": "",
+    "mode": "merge",
 }
 
 
@@ -56,6 +63,7 @@ def parse_arguments(argv: list[str]) -> dict[str, str]:
     except ImportError:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--JOB_NAME", default="local-merge")
+        parser.add_argument("--JOB_RUN_ID")  # Glue passes it; getResolvedOptions returns it
         for name in ARGUMENTS:
             parser.add_argument(
                 f"--{name}", required=name not in OPTIONAL, default=OPTIONAL.get(name)
@@ -103,42 +111,66 @@ def merge_options(args: dict[str, str]) -> Any:
     )
 
 
+def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
+    """The job's Hudi table (the sink), on the job's warehouse and quarantine paths."""
+    from cdclake_merge.sink import open_sink
+    from cdclake_merge.storage import filesystem_for
+
+    return open_sink(
+        warehouse=args["warehouse_path"],
+        table=options.table,
+        key=options.key,
+        fs=filesystem_for(args["warehouse_path"], spark),
+        spark_factory=lambda: spark,
+        partition_fields=[p for p in args.get("partition_fields", "").split(",") if p],
+        table_type=args.get("table_type", "COPY_ON_WRITE"),
+        quarantine_root=args["quarantine_path"],
+    )
+
+
 def main(argv: list[str]) -> int:
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, run_merge
     from cdclake_merge.metrics import TableRun, publish
-    from cdclake_merge.sink import open_sink
+    from cdclake_merge.replay import replay
     from cdclake_merge.storage import filesystem_for
 
     args = parse_arguments(argv)
+    mode = args.get("mode") or "merge"
+    if mode not in MODES:
+        print(f"cdclake: --mode must be merge or replay, not {mode!r}", file=sys.stderr)
+        return 2
     spark, job = build_session(args)
     started = time.monotonic()
     options = merge_options(args)
-    table = options.table
     try:
-        sink = open_sink(
-            warehouse=args["warehouse_path"],
-            table=table,
-            key=options.key,
-            fs=filesystem_for(args["warehouse_path"], spark),
-            spark_factory=lambda: spark,
-            partition_fields=[p for p in args.get("partition_fields", "").split(",") if p],
-            table_type=args.get("table_type", "COPY_ON_WRITE"),
-            quarantine_root=args["quarantine_path"],
-        )
-        result = run_merge(
-            lambda: spark, filesystem_for(args["changes_path"], spark), sink, options
-        )
+        sink = open_table(args, options, spark)
+        if mode == "replay":
+            # The quarantined lines the job's spec reads now, as one commit of their own.
+            replayed = replay(
+                lambda: spark,
+                filesystem_for(args["quarantine_path"], spark),
+                sink,
+                options,
+                job_run=args.get("JOB_RUN_ID"),
+            )
+            output = {"cdclake_replay": replayed.as_dict()}
+        else:
+            merged = run_merge(
+                lambda: spark, filesystem_for(args["changes_path"], spark), sink, options
+            )
+            output = {"cdclake_merge": merged.as_dict()}
     except (MergeError, CatalogSyncError, ValueError) as exc:
         # Fail the Glue run visibly with one line; a rerun starts from the last commit.
-        print(f"cdclake merge failed: {exc}", file=sys.stderr)
+        print(f"cdclake {mode} failed: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"cdclake_merge": result.as_dict()}))
-    if args.get("environment"):
+    print(json.dumps(output))
+    # A replay publishes nothing: it applies old lines out of band; the next merge reports lag.
+    if mode == "merge" and args.get("environment"):
         # After the commit, so a CloudWatch outage costs a datapoint, never a merge.
         publish(
             TableRun.from_result(
-                result.as_dict(),
+                output["cdclake_merge"],
                 environment=args["environment"],
                 table=args["table"],
                 duration_seconds=time.monotonic() - started,

@@ -95,6 +95,23 @@ def test_glue_entry_older_job_without_retention_uses_library_default() -> None:
     assert options.tombstone_retention_days == DEFAULT_TOMBSTONE_RETENTION_DAYS
 
 
+def test_glue_entry_template_arguments_without_mode_merge(orders_job: dict[str, Any]) -> None:
+    module = runpy.run_path(str(ENTRY))
+    assert "--mode" not in orders_job  # a run argument only: `cdclake quarantine replay`
+    assert module["parse_arguments"](local_argv(orders_job, Path("/b")))["mode"] == "merge"
+
+
+def test_glue_entry_unknown_mode_refused_before_a_session(capsys) -> None:  # type: ignore[no-untyped-def]
+    module = runpy.run_path(str(ENTRY))
+    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
+    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv += ["--max_bad_fraction", "0", "--mode", "replay-all"]
+    assert module["main"](argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "cdclake: --mode must be merge or replay, not 'replay-all'"
+    )
+
+
 @pytest.mark.spark
 @pytest.mark.hudi
 @pytest.mark.slow

@@ -1,13 +1,16 @@
-"""Helpers for the operator commands against AWS: a moto server by PID, S3 uploads, the CLI."""
+"""Helpers for the operator commands against AWS: a moto server by PID, S3 uploads, the CLI,
+change events to quarantine, the Glue entry point's command line."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +98,90 @@ def cdclake_json(*args: str) -> Any:
     )
     assert result.returncode == 0, f"cdclake {' '.join(args)}:\n{result.stdout}{result.stderr}"
     return json.loads(result.stdout)
+
+
+def run_cdclake(*args: str) -> subprocess.CompletedProcess[str]:
+    """``cdclake ARGS`` in a child process with this process's (moto) environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "cdclake.cli", *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _variable_scale(value: str) -> dict[str, Any]:
+    """Debezium's VariableScaleDecimal (an unconstrained PostgreSQL numeric)."""
+    number = Decimal(value)
+    scale = max(-int(number.as_tuple().exponent), 0)
+    unscaled = int(number.scaleb(scale))
+    raw = unscaled.to_bytes(max((unscaled.bit_length() + 8) // 8, 1), "big", signed=True)
+    return {"scale": scale, "value": base64.b64encode(raw).decode()}
+
+
+NUMERIC = ("balance", "fee")  # unconstrained numeric columns: decimal(38,18) in the lake
+
+
+def order_line(order_id: int, lsn: int, **numbers: str | None) -> str:
+    """A schema-included insert into public.orders (id, order_date and the ``numbers`` given).
+
+    ``numbers`` maps columns of :data:`NUMERIC` to a decimal text (or None); a value wider than
+    decimal(38,18) makes the line one the merge quarantines, naming the column.
+    """
+    fields: list[dict[str, Any]] = [
+        {"field": "id", "type": "int32", "optional": False},
+        {"field": "order_date", "type": "string", "optional": True},
+    ]
+    after: dict[str, Any] = {"id": order_id, "order_date": "2024-05-01"}
+    for name in NUMERIC:
+        if name in numbers:
+            fields.append(
+                {
+                    "field": name,
+                    "type": "struct",
+                    "optional": True,
+                    "name": "io.debezium.data.VariableScaleDecimal",
+                }
+            )
+            value = numbers[name]
+            after[name] = None if value is None else _variable_scale(value)
+    row = {"type": "struct", "fields": fields, "optional": True, "name": "orders.Value"}
+    schema = {
+        "type": "struct",
+        "name": "orders.Envelope",
+        "fields": [
+            {**row, "field": "before"},
+            {**row, "field": "after"},
+            {"type": "struct", "fields": [], "field": "source"},
+            {"type": "string", "field": "op"},
+        ],
+    }
+    payload = {
+        "before": None,
+        "after": after,
+        "source": {
+            "connector": "postgresql",
+            "ts_ms": 1_700_000_000_000,
+            "snapshot": "false",
+            "db": "app",
+            "sequence": json.dumps([None, str(lsn)]),
+            "schema": "public",
+            "table": "orders",
+            "txId": lsn,
+            "lsn": lsn,
+        },
+        "op": "c",
+        "ts_ms": 1_700_000_000_005,
+        "transaction": None,
+    }
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+def job_argv(arguments: Mapping[str, str], *, job: str, run_id: str | None = None) -> list[str]:
+    """What Glue hands ``glue_jobs/merge_job.py``: the run's arguments, after its name and id."""
+    argv = ["merge_job.py", "--JOB_NAME", job, *(["--JOB_RUN_ID", run_id] if run_id else [])]
+    for name, value in arguments.items():
+        argv += [name, value]
+    return argv
