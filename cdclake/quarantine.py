@@ -25,32 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.ops import AnyFileSystem, LakePlace, local_path
-from cdclake_merge.replay import (
-    LEDGER,
-    LINES,
-    REPLAYS,
-    Listing,
-    QuarantinedLine,
-    ReplayResult,
-    ReplaySink,
-    ledgers,
-    listing,
-    quarantined,
-)
-
-__all__ = [
-    "LEDGER",
-    "LINES",
-    "REPLAYS",
-    "Listing",
-    "QuarantinedLine",
-    "ReplayResult",
-    "ReplaySink",
-    "ledgers",
-    "listing",
-    "quarantined",
-    "replay",
-]
+from cdclake_merge.replay import ReplayResult, ledgers, listing, quarantined
 
 # Glue's final job run states (JobRunState); any other is still going.
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED", "TIMEOUT", "ERROR", "EXPIRED"})
@@ -210,7 +185,7 @@ def glue_client(region: str) -> Any:
     return boto3.client("glue", region_name=region)
 
 
-def _resolve(
+def resolve(
     env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
 ) -> tuple[LakePlace, Any]:
     """The table of ``env`` and, on AWS, a Glue client of its region (None locally)."""
@@ -236,13 +211,6 @@ def _resolve(
     raise AssertionError("unreachable")
 
 
-def resolve(
-    env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
-) -> LakePlace:
-    """The table of ``env`` (exits with a one-line error otherwise)."""
-    return _resolve(env, table, config_file, config_dir)[0]
-
-
 def _current_version(place: LakePlace, fs: Any) -> int | None:
     from cdclake_merge.sink import open_existing_sink
 
@@ -261,7 +229,7 @@ def list_command(
     config_dir: ConfigDirOption = None,
 ) -> None:
     """The table's quarantined lines: where each came from (file, line) and why."""
-    place = resolve(env, table, config_dir=config_dir)
+    place, _ = resolve(env, table, config_dir=config_dir)
     fs = AnyFileSystem()
     found = listing(fs, place.quarantine_root, _current_version(place, fs))
     lines = quarantined(fs, place.quarantine_root) if show_all else found.pending
@@ -393,7 +361,7 @@ def replay_command(
     if env == "local":
         if run_id is not None:
             _fail("--run-id names a Glue job run: AWS environments only", 2)
-        place, _ = _resolve(env, table, config_file, config_dir)
+        place, _ = resolve(env, table, config_file, config_dir)
         _replay_locally(table, place, json_output)
         return
     if config_file is not None:
@@ -402,5 +370,5 @@ def replay_command(
             "fix first (cdk deploy), then replay without --config",
             2,
         )
-    place, glue = _resolve(env, table, config_dir=config_dir)
+    place, glue = resolve(env, table, config_dir=config_dir)
     _replay_on_glue(table, place, glue, run_id, wait, json_output)

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from cdclake.config import EnvironmentConfig
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
-from cdclake.quarantine import listing
+from cdclake_merge.replay import listing
 
 COMPLETED = (".commit", ".deltacommit")
 METRIC_WINDOW = dt.timedelta(hours=3)
