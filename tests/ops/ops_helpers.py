@@ -86,20 +86,6 @@ def spark_on_s3(spark: Any, endpoint: str, region: str) -> Iterator[None]:
                 conf.set(key, value)
 
 
-def cdclake_json(*args: str) -> Any:
-    """``cdclake ARGS --json`` in a child process with this process's (moto) environment."""
-    result = subprocess.run(
-        [sys.executable, "-m", "cdclake.cli", *args, "--json"],
-        cwd=REPO_ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"cdclake {' '.join(args)}:\n{result.stdout}{result.stderr}"
-    return json.loads(result.stdout)
-
-
 def run_cdclake(*args: str) -> subprocess.CompletedProcess[str]:
     """``cdclake ARGS`` in a child process with this process's (moto) environment."""
     return subprocess.run(
@@ -110,6 +96,13 @@ def run_cdclake(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def cdclake_json(*args: str) -> Any:
+    """``cdclake ARGS --json`` (as :func:`run_cdclake`), expected to succeed: its JSON."""
+    result = run_cdclake(*args, "--json")
+    assert result.returncode == 0, f"cdclake {' '.join(args)}:\n{result.stdout}{result.stderr}"
+    return json.loads(result.stdout)
 
 
 def _variable_scale(value: str) -> dict[str, Any]:
