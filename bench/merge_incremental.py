@@ -36,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 TOPIC = "bench.public.orders"
 CHANGES = 10_000
 TARGET_RATIO = {"MERGE_ON_READ": 1.25, "COPY_ON_WRITE": 2.0}
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 TARGET_NOOP_S = 2.0
 TARGET_CHECKPOINT_BYTES = 64 * 1024
 COLUMNS = (("id", "bigint"), ("customer", "string"), ("amount", "double"), ("note", "string"))
@@ -192,18 +193,24 @@ def time_state_reads(spark: Any, sink: Any, lines: list[str]) -> dict[str, float
 
 
 def bench_incremental(
-    spark: Any, work: Path, sizes: list[int], changes: int = CHANGES, *, warm_up: bool = True
+    spark: Any,
+    work: Path,
+    sizes: list[int],
+    changes: int = CHANGES,
+    *,
+    warm_up: bool = True,
+    table_types: tuple[str, ...] = TABLE_TYPES,
 ) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     warm = work / "warm-up"  # so no figure pays for the first Hudi write and read of the JVM
-    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ") if warm_up else ():
+    for table_type in table_types if warm_up else ():
         shutil.rmtree(warm, ignore_errors=True)
         sink, table = make_table(spark, warm, table_type, 1000)
         write_changes(warm / "changes", incremental_changes(1000, seed=1, changes=500), 4, 1000)
         time_state_reads(spark, sink, incremental_changes(1000, seed=1, changes=500))
         timed_run(spark, sink, table, warm / "changes")
     shutil.rmtree(warm, ignore_errors=True)
-    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+    for table_type in table_types:
         per_size = {}
         for rows in sizes:
             target = work / f"{table_type}-{rows}"
@@ -295,6 +302,12 @@ def main() -> None:
     parser.add_argument("--history-files", type=int, default=100_000)
     parser.add_argument("--only", choices=["incremental", "history"], default=None)
     parser.add_argument(
+        "--table-type",
+        choices=TABLE_TYPES,
+        action="append",
+        help="incremental: only this table type (repeatable; default: both)",
+    )
+    parser.add_argument(
         "--warm-up",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -311,7 +324,12 @@ def main() -> None:
     if args.only in (None, "incremental"):
         sizes = [args.small, args.large]
         result["incremental"] = bench_incremental(
-            spark, args.data_dir, sizes, args.changes, warm_up=args.warm_up
+            spark,
+            args.data_dir,
+            sizes,
+            args.changes,
+            warm_up=args.warm_up,
+            table_types=tuple(args.table_type or TABLE_TYPES),
         )
     if args.only in (None, "history"):
         result["history"] = bench_history(spark, args.data_dir, args.history_files)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import platform
@@ -29,7 +30,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 WARM_UP_EVENTS = 20_000
-TARGET_VS_DUCKDB = 0.25  # cdclake at least a quarter of DuckDB's rate, and faster than (2)
+# Issue 17's targets: at least half DuckDB's rate, and at least the window query's.
+TARGET_VS_DUCKDB = 0.5
+TARGET_VS_WINDOW = 1.0
 
 
 def generate(events: int, keys: int, root: Path) -> Path:
@@ -45,7 +48,7 @@ def generate(events: int, keys: int, root: Path) -> Path:
     return out
 
 
-def bench_cdclake(spark: Any, data: Path, work: Path) -> tuple[float, float, int, int]:
+def bench_cdclake(spark: Any, data: Path, work: Path) -> tuple[float, float, Any, dict[str, float]]:
     from cdclake_merge.job import MergeOptions, run_merge
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import LocalFileSystem
@@ -57,14 +60,19 @@ def bench_cdclake(spark: Any, data: Path, work: Path) -> tuple[float, float, int
         warehouse=str(work), table=table, key=("id",), fs=fs, spark_factory=lambda: spark
     )
     options = MergeOptions(table=table, key=("id",), changes=str(data / "topics"))
+    marks: list[tuple[str, float]] = []
     started = time.perf_counter()
-    result = run_merge(lambda: spark, fs, sink, options)
+    result = run_merge(
+        lambda: spark, fs, sink, options, progress=lambda s: marks.append((s, time.perf_counter()))
+    )
     elapsed = time.perf_counter() - started
+    points = [("list", started), *marks, ("end", started + elapsed)]
+    stages = {a: round(u - t, 2) for (a, t), (_, u) in itertools.pairwise(points)}
     started = time.perf_counter()
     rerun = run_merge(lambda: spark, fs, sink, options)
     noop = time.perf_counter() - started
     assert not rerun.committed
-    return elapsed, noop, result.events_read, result.upserts
+    return elapsed, noop, result, stages
 
 
 def bench_spark_window(spark: Any, data: Path, work: Path) -> float:
@@ -145,7 +153,8 @@ def measure(events: int, keys: int, spark: Any, root: Path) -> dict[str, Any]:
     data = generate(events, keys, root)
     read_into_page_cache(data)
     work = root / "work"
-    merge_s, noop_s, read, live = bench_cdclake(spark, data, work / "cdclake")
+    merge_s, noop_s, result, stages = bench_cdclake(spark, data, work / "cdclake")
+    read, live = result.events_read, result.upserts
     window_s = bench_spark_window(spark, data, work)
     duck_s = bench_duckdb(data, work)
     check_same_rows(data, work, live)
@@ -156,12 +165,14 @@ def measure(events: int, keys: int, spark: Any, root: Path) -> dict[str, Any]:
         "spark_window_s": round(window_s, 2),
         "duckdb_s": round(duck_s, 2),
         "noop_rerun_s": round(noop_s, 3),
+        "cdclake_stages_s": stages,
         "cdclake_events_per_s": round(read / merge_s),
         "spark_window_events_per_s": round(read / window_s),
         "duckdb_events_per_s": round(read / duck_s),
         "cdclake_vs_duckdb": round(duck_s / merge_s, 3),
         "cdclake_vs_spark_window": round(window_s / merge_s, 3),
-        "targets_met": duck_s / merge_s >= TARGET_VS_DUCKDB and merge_s < window_s,
+        "targets_met": duck_s / merge_s >= TARGET_VS_DUCKDB
+        and window_s / merge_s >= TARGET_VS_WINDOW,
     }
 
 
@@ -225,7 +236,7 @@ def main() -> None:
         "machine": machine(spark),
         "targets": {
             "cdclake_vs_duckdb_at_least": TARGET_VS_DUCKDB,
-            "cdclake_faster_than_spark_window": True,
+            "cdclake_vs_spark_window_at_least": TARGET_VS_WINDOW,
         },
         "runs": runs,
         "at": dt.datetime.now(dt.UTC).isoformat(),

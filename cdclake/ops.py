@@ -170,6 +170,11 @@ class S3FileSystem:
         bucket, key = _split(path)
         return str(self.client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
 
+    def read_prefix(self, path: str, limit: int) -> bytes:
+        bucket, key = _split(path)
+        body = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
+        return bytes(body["Body"].read())
+
     def write_text(self, path: str, text: str) -> None:
         bucket, key = _split(path)
         self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())

@@ -181,3 +181,62 @@ def export_rows(warehouse: Path, out: Path, table: str = "cli.orders") -> list[d
     result = run_cli("export", "--warehouse", str(warehouse), "--table", table, "--out", str(out))
     assert result.returncode == 0, result.stderr
     return visible([json.loads(line) for line in out.read_text().splitlines()])
+
+
+def compact_line(event: dict[str, Any]) -> str:
+    """A line as Kafka Connect's JsonConverter writes it: no spaces, so its head is found."""
+    return json.dumps(event, separators=(",", ":"))
+
+
+def field(
+    name: str, kafka_type: str, logical: str | None = None, **parameters: str
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"field": name, "type": kafka_type, "optional": True}
+    if logical:
+        spec["name"] = logical
+    if parameters:
+        spec["parameters"] = parameters
+    return spec
+
+
+def envelope_schema(fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Debezium envelope schema whose before and after images have ``fields``."""
+    value = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
+    source = [
+        {"field": "lsn", "type": "int64", "optional": True},
+        {"field": "sequence", "type": "string", "optional": True},
+        {"field": "ts_ms", "type": "int64", "optional": False},
+    ]
+    return {
+        "type": "struct",
+        "name": "t.Envelope",
+        "fields": [
+            {**value, "field": "before"},
+            {**value, "field": "after"},
+            {"type": "struct", "fields": source, "field": "source"},
+            {"type": "string", "field": "op"},
+        ],
+    }
+
+
+def outcome_rows(parsed: Any) -> list[tuple[Any, ...]]:
+    """Parsed outcomes, comparable across parsers: row values by name, nulls left out."""
+    rows = []
+    for r in parsed.where("kind != 'schema'").collect():
+        row = None if r["row_json"] is None else json.loads(r["row_json"])
+        values = None if row is None else sorted((k, v) for k, v in row.items() if v is not None)
+        rows.append(
+            (
+                r["file"],
+                r["line"],
+                r["kind"],
+                r["op"],
+                r["order"],
+                r["source_ts_ms"],
+                repr(values),
+                tuple(r["toast"] or ()),
+                r["reason"],
+                r["raw"],
+            )
+        )
+    return sorted(rows, key=repr)

@@ -50,6 +50,7 @@ def test_merge_throughput_small_run_writes_consistent_results(
     rate = run["events"] / run["cdclake_merge_s"]  # the rounded time: within a few percent
     assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
     assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
+    assert set(run["cdclake_stages_s"]) == {"list", "read", "fold", "write"}
     assert isinstance(run["targets_met"], bool)
     assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
     assert "targets" in printed
@@ -66,11 +67,12 @@ def test_merge_incremental_small_run_writes_consistent_results(
         "--changes=200",
         "--history-files=40",
         "--no-warm-up",
+        "--table-type=MERGE_ON_READ",  # the table types differ in the sink, tested elsewhere
     )
-    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-        runs = figures["incremental"][table_type]["runs"]
-        assert [run["result"]["files_applied"] for run in runs.values()] == [4, 4]
-        assert all(run["result"]["events_read"] == 200 for run in runs.values())
+    assert list(figures["incremental"]) == ["MERGE_ON_READ"]
+    runs = figures["incremental"]["MERGE_ON_READ"]["runs"]
+    assert [run["result"]["files_applied"] for run in runs.values()] == [4, 4]
+    assert all(run["result"]["events_read"] == 200 for run in runs.values())
     history = figures["history"]
     assert (history["files_applied"], history["noop_committed"]) == (40, False)
     assert 0 < history["checkpoint_bytes"] < history["names_as_json_bytes"] * 10

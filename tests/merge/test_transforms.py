@@ -16,8 +16,9 @@ from cdclake_merge.transforms import (
     fresh_events,
     latest_per_key,
     order_key,
-    parse_files,
+    parse_lines,
     run_summary,
+    split_lines,
     truncated_rows,
 )
 from tests.merge.support import envelope, line
@@ -165,9 +166,24 @@ def test_truncated_rows_are_deletions_for_change_sinks(spark) -> None:  # type: 
     assert [(r["id"], r["_cdc_deleted"]) for r in removed] == [(1, True)]
 
 
-def test_parse_files_numbers_lines_per_file_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
+def test_split_lines_numbers_lines_per_file_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
+    files = spark.createDataFrame(
+        [("f", "a\r\n\nb\n"), ("g", "null"), ("h", "\n"), ("i", "")], "path string, value string"
+    )
+    rows = split_lines(files).orderBy("file", "line").collect()
+    assert [(r["file"], r["line"], r["text"]) for r in rows] == [
+        ("f", 1, "a\r"),
+        ("f", 2, ""),
+        ("f", 3, "b"),
+        ("g", 1, "null"),
+        ("h", 1, ""),
+        ("i", 1, ""),
+    ]
+
+
+def test_parse_lines_keeps_line_numbers_and_raw_text_of_bad_lines(spark) -> None:  # type: ignore[no-untyped-def]
     files = spark.createDataFrame([("f", "a\r\n\nb\n"), ("g", "null")], "path string, value string")
-    rows = parse_files(files, TableSpec(("id",))).orderBy("file", "line").collect()
+    rows = parse_lines(split_lines(files), TableSpec(("id",))).orderBy("file", "line").collect()
     outcomes = [(r["file"], r["line"], r["kind"], r["raw"]) for r in rows]
     assert outcomes == [
         ("f", 1, "bad", "a\r"),
@@ -177,10 +193,10 @@ def test_parse_files_numbers_lines_per_file_and_ignores_final_newline(spark) -> 
     ]
 
 
-def test_parse_files_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
+def test_parse_lines_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
     text = line(envelope("u", lsn=5, after={"id": 1, "bio": "__debezium_unavailable_value"}))
     files = spark.createDataFrame([("f", f"{text}\nnull\n")], "path string, value string")
-    parsed = parse_files(files, TableSpec(("id",))).collect()
+    parsed = parse_lines(split_lines(files), TableSpec(("id",))).collect()
     kinds = sorted(r["kind"] for r in parsed)
     assert kinds == ["event", "schema", "skip"]
     schema_row = next(r for r in parsed if r["kind"] == "schema")
@@ -190,9 +206,10 @@ def test_parse_files_reports_columns_and_toast_in_schema_row(spark) -> None:  # 
 def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-untyped-def]
     row_json = '{"id":1,"d":19000,"t":1704103200123456,"m":"12.50","b":"AQI="}'
     parsed = spark.createDataFrame(
-        [("event", "f", 1, "c", o(1), 1, 1_700_000_000_000, row_json, [], None, None)],
+        [("event", "f", 1, "c", o(1), 1, 1_700_000_000_000, row_json, [], None, None, None)],
         "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
-        "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string",
+        "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string, "
+        "head int",
     )
     columns = [
         ("id", "int"),
@@ -213,7 +230,7 @@ def test_run_summary_counts_outcomes_and_finds_newest_truncate(spark) -> None:  
     files = spark.createDataFrame([("f", "\n".join(texts))], "path string, value string")
     summary = {
         (r["kind"], r["op"]): r
-        for r in run_summary(parse_files(files, TableSpec(("id",)))).collect()
+        for r in run_summary(parse_lines(split_lines(files), TableSpec(("id",)))).collect()
     }
     assert summary[("event", "t")]["count"] == 2
     assert summary[("event", "t")]["order"] == o(70)

@@ -100,17 +100,6 @@ def skip(reason: str) -> Outcome:
     return Outcome("skip", reason)
 
 
-def split_file(text: str) -> list[str]:
-    """A change file's lines: split at ``\n``; a final newline ends the last line.
-
-    ``\r`` stays on its line (parsing strips it), so line numbers match an editor's.
-    """
-    lines = text.split("\n")
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def parse_line(text: str, spec: TableSpec) -> Outcome:
     """One line of a change file (JSON lines, as the S3 sink writes them)."""
     stripped = text.strip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
+from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
 from cdclake_merge.positions import ChangeFile, Scan, advance, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
@@ -28,17 +30,22 @@ from cdclake_merge.transforms import (
     align,
     changed_rows,
     decode_events,
+    decoded_lines,
     drop_truncated,
     empty_state,
     fill_toast,
     fresh_events,
     latest_per_key,
-    parse_files,
+    parse_lines,
     run_summary,
+    split_lines,
     truncated_rows,
+    undecided_lines,
 )
 
 DEFAULT_MAX_BAD_FRACTION = 0.01
+HEAD_SAMPLE_FILES = 16  # change files whose start is read to find the run's schemas
+HEAD_SAMPLE_BYTES = 256 * 1024
 # Deleted keys are remembered this long after the run that saw the delete. Topics keep
 # records 7 days, and Kafka deletes a segment only once its newest record is that old (a
 # segment rolls at the latest after 7 days), so no redelivery is older than 14 days.
@@ -138,13 +145,25 @@ def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
     return frame.select(F.input_file_name().alias("path"), "value").coalesce(4 * cores)
 
 
-def _ordered_signatures(meta_rows: list[str]) -> tuple[list[list[Column]], list[str]]:
+def _ordered_signatures(
+    summary: list[Any], plans: Sequence[HeadPlan]
+) -> tuple[list[list[Column]], list[str]]:
+    """The column signatures and TOAST columns of the run's events, in a stable order.
+
+    Lines the Python parser decoded report theirs in its ``schema`` rows; lines the JVM
+    decoded have those of their head's plan (the ``before`` image for deletes).
+    """
     signatures: set[tuple[Column, ...]] = set()
     toast: set[str] = set()
-    for text in meta_rows:
-        meta = json.loads(text)
-        signatures.update(tuple((n, t) for n, t in sig) for sig in meta["signatures"])
-        toast.update(meta["toast"])
+    for row in summary:
+        if row["kind"] == "schema":
+            for text in row["meta"]:
+                meta = json.loads(text)
+                signatures.update(tuple((n, t) for n, t in sig) for sig in meta["signatures"])
+                toast.update(meta["toast"])
+        elif row["kind"] == "event" and row["head"] is not None and row["op"] != "t":
+            signatures.add(plans[row["head"]].signature(row["op"]))
+            toast.update(row["toast"] or ())
     ordered = sorted(signatures, key=lambda s: (-len(s), json.dumps(s)))
     return [list(s) for s in ordered], sorted(toast)
 
@@ -172,14 +191,17 @@ def run_merge(
     result.files_applied = len(new_files)
 
     progress("read")
-    parsed = parse_files(read_files(spark, new_files), options.spec).persist()
-    cached = [parsed]  # released however the run ends: long-lived sessions must not pile them up
+    plans = plan_files(fs, new_files, options.spec)
+    lines = split_lines(read_files(spark, new_files))
+    classified = classify_lines(lines, plans).persist()
+    cached = [classified]  # released however the run ends: long-lived sessions must not pile up
     try:
+        parsed = parse_undecided(classified, options.spec, cached)
         summary = read_and_count(parsed, result)
         gate_bad_fraction(parsed, result, options, sink, previous)
 
         progress("fold")
-        columns, toast = table_schema(summary, previous, options)
+        columns, toast = table_schema(summary, previous, options, plans)
         truncated_before = truncation_horizon(summary, previous)
         rows = None
         if columns:
@@ -219,6 +241,35 @@ def tombstone_cutoff(retention_days: float) -> str:
     return (dt.datetime.now(dt.UTC) - dt.timedelta(days=retention_days)).isoformat()
 
 
+def plan_files(fs: FileSystem, paths: Sequence[str], spec: TableSpec) -> list[HeadPlan]:
+    """Stage 1a: JVM decoding plans for the schemas the run's change files start with.
+
+    The start of a few files spread over the run (the S3 sink writes in offset order, so
+    schema versions follow one another) is read on the driver; lines whose schema none of
+    them shows are parsed in Python, which is slower, never different.
+    """
+    step = max(len(paths) / HEAD_SAMPLE_FILES, 1.0)
+    sample = sorted({paths[min(int(i * step), len(paths) - 1)] for i in range(HEAD_SAMPLE_FILES)})
+    sample.append(paths[-1])
+    found: Counter[str] = Counter()
+    for path in dict.fromkeys(sample):
+        found.update(heads_in(fs.read_prefix(path, HEAD_SAMPLE_BYTES)))
+    return plan_heads([head for head, _ in found.most_common()], spec)
+
+
+def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFrame]) -> DataFrame:
+    """Stage 1b: every line's outcome; the lines the JVM did not decide are parsed in Python.
+
+    Counting them reads the files once, into the cache; without any, no Python worker starts.
+    """
+    decoded = decoded_lines(classified)
+    if not undecided_lines(classified).count():
+        return decoded
+    parsed = decoded.unionByName(parse_lines(undecided_lines(classified), spec)).persist()
+    cached.append(parsed)
+    return parsed
+
+
 def read_and_count(parsed: DataFrame, result: RunResult) -> list[Any]:
     """Stage 1: one aggregation over the parsed lines; every line is counted once."""
     summary = run_summary(parsed).collect()
@@ -244,11 +295,10 @@ def gate_bad_fraction(
 
 
 def table_schema(
-    summary: list[Any], previous: TableState, options: MergeOptions
+    summary: list[Any], previous: TableState, options: MergeOptions, plans: Sequence[HeadPlan]
 ) -> tuple[list[Column], list[str]]:
     """Stage 3: the table's columns after this run (stored ones first) and its TOAST columns."""
-    meta_rows = [text for row in summary if row["kind"] == "schema" for text in row["meta"]]
-    signatures, toast = _ordered_signatures(meta_rows)
+    signatures, toast = _ordered_signatures(summary, plans)
     try:
         columns = unify(options.table, previous.columns, *signatures)
     except SchemaChangeError as exc:

@@ -40,6 +40,7 @@ class FileSystem(Protocol):
     def list_files(self, root: str) -> Iterator[str]: ...
     def list_folder(self, folder: str, after: str | None = None) -> Listing: ...
     def read_text(self, path: str) -> str: ...
+    def read_prefix(self, path: str, limit: int) -> bytes: ...
     def write_text(self, path: str, text: str) -> None: ...
     def create_exclusive(self, path: str, text: str) -> None: ...
     def exists(self, path: str) -> bool: ...
@@ -84,6 +85,10 @@ class LocalFileSystem:
 
     def read_text(self, path: str) -> str:
         return Path(path).read_text()
+
+    def read_prefix(self, path: str, limit: int) -> bytes:
+        with open(local_path(path), "rb") as f:
+            return f.read(limit)
 
     def write_text(self, path: str, text: str) -> None:
         target = Path(path)
@@ -173,6 +178,13 @@ class HadoopFileSystem:
                 self._jvm.java.io.InputStreamReader(stream, "UTF-8")
             )
             return "\n".join(iter(reader.readLine, None))
+        finally:
+            stream.close()
+
+    def read_prefix(self, path: str, limit: int) -> bytes:
+        stream = self._fs(path).open(self._path(path))
+        try:
+            return bytes(stream.readNBytes(limit))
         finally:
             stream.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cdclake_merge.debezium import TableSpec, dumps, parse_line, split_file
+from cdclake_merge.debezium import TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl
 
@@ -29,7 +29,8 @@ METADATA_DDL = f"`{ORDER}` string, `{LSN}` bigint, `{OP}` string, `{SOURCE_TS}` 
 
 PARSED_DDL = (
     "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
-    "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string"
+    "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string, "
+    "head int"
 )
 _PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
 _OUTPUT_BATCH_ROWS = 10_000  # parsed rows per Arrow batch back to the JVM
@@ -39,18 +40,60 @@ def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
 
 
-def parse_files(files: DataFrame, spec: TableSpec) -> DataFrame:
-    """Whole change files (``path``, ``value``) → parsed outcomes (``PARSED_DDL``).
+def split_lines(files: DataFrame) -> DataFrame:
+    """Whole change files (``path``, ``value``) → ``file``, ``line``, ``text``, one row a line.
 
-    One row per line, numbered from 1 within its file (see
-    :func:`~cdclake_merge.debezium.split_file`), plus ``schema`` rows. Every line
-    becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason and the
-    raw text, for the quarantine). Each Python worker also emits one ``schema`` row
-    per partition listing the distinct column signatures and TOAST columns it saw,
-    which the driver unifies into the table schema.
+    Lines are split at ``\\n`` and numbered from 1 within their file, as an editor shows
+    them: a final newline ends the last line, and ``\\r`` stays on its line (parsing strips
+    it). A line's number never depends on how the files are partitioned.
+    """
+    value = F.coalesce(F.col("value"), F.lit(""))
+    split = files.select(
+        F.col("path").alias("file"),
+        F.split(value, "\n", -1).alias("_texts"),
+        value.endswith("\n").alias("_newline"),
+    )
+    # The count is taken before the explode, so no line's row carries the file's lines.
+    sized = split.select("file", "_texts", "_newline", F.size("_texts").alias("_n"))
+    exploded = sized.select("file", "_newline", "_n", F.posexplode("_texts").alias("_pos", "text"))
+    final_newline = F.col("_newline") & (F.col("_pos") == F.col("_n") - 1)
+    return exploded.where(~final_newline).select(
+        "file", (F.col("_pos") + 1).cast("bigint").alias("line"), "text"
+    )
 
-    Files are split in the worker, not with ``explode`` in the JVM: a whole file
-    travels to Python once, and its line numbers cannot depend on partitioning.
+
+def decoded_lines(classified: DataFrame) -> DataFrame:
+    """The lines :func:`~cdclake_merge.jvm_parse.classify_lines` decided, as ``PARSED_DDL``."""
+    fast = F.col("fast")
+    return classified.where(fast["ok"]).select(
+        fast["kind"].alias("kind"),
+        "file",
+        "line",
+        fast["op"].alias("op"),
+        fast["order"].alias("order"),
+        fast["lsn"].alias("lsn"),
+        fast["source_ts_ms"].alias("source_ts_ms"),
+        fast["row_json"].alias("row_json"),
+        fast["toast"].alias("toast"),
+        fast["reason"].alias("reason"),
+        F.lit(None).cast("string").alias("raw"),
+        fast["head"].alias("head"),
+    )
+
+
+def undecided_lines(classified: DataFrame) -> DataFrame:
+    """The lines left for :func:`parse_lines` (``file``, ``line``, ``text``)."""
+    undecided = classified.where(~F.coalesce(F.col("fast")["ok"], F.lit(False)))
+    return undecided.select("file", "line", "text")
+
+
+def parse_lines(lines: DataFrame, spec: TableSpec) -> DataFrame:
+    """Lines (``file``, ``line``, ``text``) → parsed outcomes (``PARSED_DDL``), in Python.
+
+    Every line becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason and the
+    raw text, for the quarantine). Each Python worker also emits one ``schema`` row per
+    partition listing the distinct column signatures and TOAST columns it saw, which the
+    driver unifies into the table schema. ``head`` is null: no plan decoded these lines.
     """
 
     def parse_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -70,6 +113,7 @@ def parse_files(files: DataFrame, spec: TableSpec) -> DataFrame:
                 ("toast", pa.list_(text)),
                 ("reason", text),
                 ("raw", text),
+                ("head", pa.int32()),
             ]
         )
 
@@ -77,32 +121,33 @@ def parse_files(files: DataFrame, spec: TableSpec) -> DataFrame:
         toast_seen: set[str] = set()
         out: dict[str, list[Any]] = {name: [] for name in _PARSED_NAMES}
         for batch in batches:
-            paths = batch.column("path").to_pylist()
-            values = batch.column("value").to_pylist()
-            for path, value in zip(paths, values, strict=True):
-                for number, line in enumerate(split_file(value or ""), start=1):
-                    outcome = parse_line(line, spec)
-                    change = outcome.change
-                    out["kind"].append(outcome.kind)
-                    out["file"].append(path)
-                    out["line"].append(number)
-                    out["reason"].append(outcome.reason)
-                    out["raw"].append(line if outcome.kind == "bad" else None)
-                    if change is None:
-                        for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
-                            out[name].append(None)
-                        continue
-                    signatures.add(change.columns)
-                    toast_seen.update(change.toast_columns)
-                    out["op"].append(change.op)
-                    out["order"].append(order_key(change.commit_lsn, change.lsn))
-                    out["lsn"].append(change.lsn)
-                    out["source_ts_ms"].append(change.source_ts_ms)
-                    out["row_json"].append(None if change.row is None else dumps(change.row))
-                    out["toast"].append(list(change.toast_columns))
-                    if len(out["kind"]) >= _OUTPUT_BATCH_ROWS:
-                        yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
-                        out = {name: [] for name in _PARSED_NAMES}
+            files = batch.column("file").to_pylist()
+            numbers = batch.column("line").to_pylist()
+            texts = batch.column("text").to_pylist()
+            for path, number, line in zip(files, numbers, texts, strict=True):
+                outcome = parse_line(line or "", spec)
+                change = outcome.change
+                out["kind"].append(outcome.kind)
+                out["file"].append(path)
+                out["line"].append(number)
+                out["reason"].append(outcome.reason)
+                out["raw"].append(line if outcome.kind == "bad" else None)
+                out["head"].append(None)
+                if change is None:
+                    for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
+                        out[name].append(None)
+                    continue
+                signatures.add(change.columns)
+                toast_seen.update(change.toast_columns)
+                out["op"].append(change.op)
+                out["order"].append(order_key(change.commit_lsn, change.lsn))
+                out["lsn"].append(change.lsn)
+                out["source_ts_ms"].append(change.source_ts_ms)
+                out["row_json"].append(None if change.row is None else dumps(change.row))
+                out["toast"].append(list(change.toast_columns))
+                if len(out["kind"]) >= _OUTPUT_BATCH_ROWS:
+                    yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
+                    out = {name: [] for name in _PARSED_NAMES}
         if out["kind"]:
             yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
         if signatures or toast_seen:
@@ -112,7 +157,7 @@ def parse_files(files: DataFrame, spec: TableSpec) -> DataFrame:
             row["row_json"] = [dumps(meta)]
             yield pa.RecordBatch.from_pydict(row, schema=arrow_schema)
 
-    return files.mapInArrow(parse_batches, PARSED_DDL)
+    return lines.mapInArrow(parse_batches, PARSED_DDL)
 
 
 def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
@@ -282,14 +327,19 @@ def run_summary(parsed: DataFrame) -> DataFrame:
     One row per outcome: events by op, skips and quarantined lines by reason, with
     ``count``; the ``t`` row's ``order`` is the newest truncate of the run; event rows'
     ``source_ts_ms`` is their newest source commit time (lake freshness); the
-    ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns.
+    ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns. Events
+    the JVM decoded are counted per ``head`` (their plan knows their columns), with the
+    TOAST columns they carried in ``toast``.
     """
     is_schema = F.col("kind") == "schema"
     return parsed.groupBy(
-        "kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason"
+        "kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason", "head"
     ).agg(
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
         F.max("source_ts_ms").alias("source_ts_ms"),
         F.collect_list(F.when(is_schema, F.col("row_json"))).alias("meta"),
+        F.array_distinct(
+            F.flatten(F.collect_set(F.when(F.size("toast") > 0, F.col("toast"))))
+        ).alias("toast"),
     )
