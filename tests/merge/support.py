@@ -199,26 +199,6 @@ def field(
     return spec
 
 
-def envelope_schema(fields: list[dict[str, Any]]) -> dict[str, Any]:
-    """A Debezium envelope schema whose before and after images have ``fields``."""
-    value = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
-    source = [
-        {"field": "lsn", "type": "int64", "optional": True},
-        {"field": "sequence", "type": "string", "optional": True},
-        {"field": "ts_ms", "type": "int64", "optional": False},
-    ]
-    return {
-        "type": "struct",
-        "name": "t.Envelope",
-        "fields": [
-            {**value, "field": "before"},
-            {**value, "field": "after"},
-            {"type": "struct", "fields": source, "field": "source"},
-            {"type": "string", "field": "op"},
-        ],
-    }
-
-
 def outcome_rows(parsed: Any) -> list[tuple[Any, ...]]:
     """Parsed outcomes, comparable across parsers: row values by name, nulls left out."""
     rows = []

@@ -7,18 +7,9 @@ import json
 import pytest
 
 from cdclake_merge.debezium import TableSpec, parse_line, parse_value
-from tests.merge.support import decimal_b64, envelope, line, with_schema
+from tests.merge.support import decimal_b64, envelope, field, line, with_schema
 
 SPEC = TableSpec(primary_key=("id",))
-
-
-def field(name: str, type_: str, logical: str | None = None, **params: str) -> dict[str, object]:
-    f: dict[str, object] = {"field": name, "type": type_, "optional": True}
-    if logical:
-        f["name"] = logical
-    if params:
-        f["parameters"] = params
-    return f
 
 
 def decode(value: object, schema_field: dict[str, object]) -> object:

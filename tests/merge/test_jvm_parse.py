@@ -16,9 +16,9 @@ from tests.merge.support import (
     compact_line,
     decimal_b64,
     envelope,
-    envelope_schema,
     field,
     outcome_rows,
+    with_schema,
 )
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,6 @@ FIELDS = [
     field("clock", "int64", "io.debezium.time.MicroTime"),
     field("blob", "bytes"),
 ]
-SCHEMA = envelope_schema(FIELDS)
 ROW = {
     "id": 1,
     "name": "a",
@@ -55,8 +54,8 @@ ROW = {
 }
 
 
-def line(payload: Any, schema: dict[str, Any] = SCHEMA) -> str:
-    return compact_line({"schema": schema, "payload": payload})
+def line(payload: Any, fields: list[dict[str, Any]] = FIELDS) -> str:
+    return compact_line(with_schema(payload, fields))
 
 
 def event(op: str = "u", **row: Any) -> dict[str, Any]:
@@ -167,7 +166,7 @@ def test_classify_lines_edge_cases_same_outcomes_as_python(edge_cases) -> None: 
 
 
 def test_heads_in_finds_each_schema_once() -> None:
-    other = envelope_schema(FIELDS[:2])
+    other = FIELDS[:2]
     text = "\n".join([line(event()), "null", line(event(id=2)), line(event(), other)])
     assert heads_in(text.encode()) == [head_of(line(event())), head_of(line(event(), other))]
 
@@ -186,7 +185,7 @@ def test_heads_in_finds_each_schema_once() -> None:
 def test_plan_head_schemas_it_cannot_decode_get_no_plan(
     why: str, fields: list[dict[str, Any]]
 ) -> None:
-    assert plan_head(head_of(line(event(), envelope_schema(fields))), SPEC) is None, why
+    assert plan_head(head_of(line(event(), fields)), SPEC) is None, why
 
 
 def test_plan_head_configured_text_column_gets_no_plan() -> None:
