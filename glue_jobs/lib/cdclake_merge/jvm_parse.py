@@ -47,11 +47,20 @@ HEAD_END = ',"payload":'
 END_KEY = "__cdclake_end"
 CORRUPT = "_cdclake_corrupt"
 MAX_PLANS = 32  # distinct heads planned per run; lines of any others go to Python
-FAST_TYPE = (
-    "struct<ok:boolean,kind:string,reason:string,head:int,op:string,`order`:string,lsn:bigint,"
-    "source_ts_ms:bigint,row_json:string,toast:array<string>>"
+# What the JVM decided about a line (a struct column, null where it decided nothing).
+_FAST_FIELDS = (
+    ("ok", "boolean"),
+    ("kind", "string"),
+    ("reason", "string"),
+    ("head", "int"),
+    ("op", "string"),
+    ("order", "string"),
+    ("lsn", "bigint"),
+    ("source_ts_ms", "bigint"),
+    ("row_json", "string"),
+    ("toast", "array<string>"),
 )
-_FAST_FIELDS = FAST_TYPE[len("struct<") : -1].replace("array<string>", "array<string>").split(",")
+FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
 # Lines skipped without parsing, with the Python parser's reasons.
 _SKIPPED = {"": "blank line", "null": "tombstone (null value)"}
 _JSON_OPTIONS = {
@@ -350,14 +359,7 @@ def _outcome(plan: HeadPlan, i: int) -> Column:
 def _fast_struct(*, ok: Column, kind: str, reason: str | None = None, **values: Column) -> Column:
     """A ``FAST_TYPE`` value; fields not given are null."""
     given = {"ok": ok, "kind": F.lit(kind), "reason": F.lit(reason), **values}
-    fields = [part.split(":")[0].strip("`") for part in _FAST_FIELDS]
-    types = [part.split(":", 1)[1] for part in _FAST_FIELDS]
-    return F.struct(
-        *[
-            given.get(name, F.lit(None)).cast(t).alias(name)
-            for name, t in zip(fields, types, strict=True)
-        ]
-    )
+    return F.struct(*[given.get(name, F.lit(None)).cast(t).alias(name) for name, t in _FAST_FIELDS])
 
 
 class _Value:
