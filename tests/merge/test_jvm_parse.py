@@ -10,8 +10,9 @@ import pytest
 
 from cdclake_merge.debezium import UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
+from cdclake_merge.job import parse_undecided
 from cdclake_merge.jvm_parse import HEAD_END, classify_lines, heads_in, plan_head, plan_heads
-from cdclake_merge.transforms import decoded_lines, parse_lines, split_lines, undecided_lines
+from cdclake_merge.transforms import parse_lines, split_lines
 from tests.merge.support import (
     compact_line,
     decimal_b64,
@@ -116,11 +117,15 @@ def edge_cases(spark):  # type: ignore[no-untyped-def]
     plans = plan_heads(heads_in("\n".join(texts).encode()), SPEC)
     classified = classify_lines(lines, plans)
     decided = {r["line"] for r in classified.where("fast.ok").select("line").collect()}
-    fast = decoded_lines(classified).unionByName(parse_lines(undecided_lines(classified), SPEC))
+    cached: list[Any] = []
+    fast = parse_undecided(classified, SPEC, cached)  # the run's own composition
+    fast_rows = outcome_rows(fast)
+    for frame in cached:
+        frame.unpersist()
     return {
         "names": [*DECIDED, *UNDECIDED],
         "decided": decided,
-        "fast": outcome_rows(fast),
+        "fast": fast_rows,
         "python": outcome_rows(parse_lines(lines, SPEC)),
     }
 
@@ -134,11 +139,15 @@ def generated(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
     lines = split_lines(files)
     heads = [h for p in paths for h in heads_in(Path(p).read_bytes()[:65536])]
     classified = classify_lines(lines, plan_heads(list(dict.fromkeys(heads)), SPEC))
-    fast = decoded_lines(classified).unionByName(parse_lines(undecided_lines(classified), SPEC))
+    cached: list[Any] = []
+    fast = parse_undecided(classified, SPEC, cached)  # the run's own composition
+    fast_rows = outcome_rows(fast)
+    for frame in cached:
+        frame.unpersist()
     return {
         "lines": lines.count(),
         "decided": classified.where("fast.ok").count(),
-        "fast": outcome_rows(fast),
+        "fast": fast_rows,
         "python": outcome_rows(parse_lines(lines, SPEC)),
     }
 

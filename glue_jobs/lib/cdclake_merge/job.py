@@ -249,11 +249,11 @@ def plan_files(fs: FileSystem, paths: Sequence[str], spec: TableSpec) -> list[He
     them shows are parsed in Python, which is slower, never different.
     """
     step = max(len(paths) / HEAD_SAMPLE_FILES, 1.0)
-    sample = sorted({paths[min(int(i * step), len(paths) - 1)] for i in range(HEAD_SAMPLE_FILES)})
-    sample.append(paths[-1])
+    last = len(paths) - 1
+    sample = {min(int(i * step), last) for i in range(HEAD_SAMPLE_FILES)} | {last}
     found: Counter[str] = Counter()
-    for path in dict.fromkeys(sample):
-        found.update(heads_in(fs.read_prefix(path, HEAD_SAMPLE_BYTES)))
+    for index in sorted(sample):
+        found.update(heads_in(fs.read_prefix(paths[index], HEAD_SAMPLE_BYTES)))
     return plan_heads([head for head, _ in found.most_common()], spec)
 
 
@@ -262,10 +262,10 @@ def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFra
 
     Counting them reads the files once, into the cache; without any, no Python worker starts.
     """
-    decoded = decoded_lines(classified)
-    if not undecided_lines(classified).count():
+    decoded, undecided = decoded_lines(classified), undecided_lines(classified)
+    if not undecided.count():
         return decoded
-    parsed = decoded.unionByName(parse_lines(undecided_lines(classified), spec)).persist()
+    parsed = decoded.unionByName(parse_lines(undecided, spec)).persist()
     cached.append(parsed)
     return parsed
 
