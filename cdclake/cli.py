@@ -17,6 +17,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cdclake.doctor import doctor
+from cdclake.errors import run
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
 from cdclake.snapshot import snapshot
@@ -24,7 +25,8 @@ from cdclake.status import status
 from cdclake.validate import validate
 
 app = typer.Typer(
-    help="cdc-lake: Debezium change files → lake tables, locally or on Glue.",
+    help="cdc-lake: Debezium change files → lake tables, locally or on Glue. "
+    "--debug (anywhere) or CDCLAKE_DEBUG=1 shows tracebacks.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -415,5 +417,10 @@ def demo(
         raise typer.Exit(1)
 
 
+def main() -> None:
+    """The ``cdclake`` console script: the app inside the error boundary (cdclake/errors.py)."""
+    sys.exit(run(app, sys.argv[1:]))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

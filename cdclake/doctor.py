@@ -21,7 +21,7 @@ from botocore.parsers import ResponseParserError
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import CONFIG_DIR, ConfigError, EnvironmentConfig, load_config
+from cdclake.config import CONFIG_DIR, EnvironmentConfig, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The bootstrap version the CDK's default synthesizer requires (each template's
@@ -308,11 +308,7 @@ def doctor(
 ) -> None:
     """Preflight for `cdk deploy`: credentials, bootstrap, plugins, engine, quotas."""
     console = Console(soft_wrap=False)
-    try:
-        config = load_config(env, config_dir=config_dir)
-    except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+    config = load_config(env, config_dir=config_dir)  # a ConfigError: one line (cdclake.errors)
     checks = run_checks(config, boto3.Session(region_name=config.region))
     render(checks, console)
     if any(check.failed for check in checks):

@@ -316,6 +316,10 @@ def status(
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {str(exc).splitlines()[0]}", highlight=False)
         raise typer.Exit(2) from None
+    if config.env == "local":
+        from cdclake.local.lake import running_status
+
+        running_status(config.env)  # StackNotRunning: one line (cdclake.errors)
     screen = collect(config)
     if json_output:
         print(json.dumps(screen, indent=2, default=str))

@@ -623,14 +623,15 @@ def local_target(env: str, table: str) -> Target:
     from pg8000.native import Connection
 
     from cdclake.config import load_config
+    from cdclake.local.lake import running_status
     from cdclake.local.stack import SUPERUSER, LocalStack
 
     config = load_config(env)
     configured = config.lake_table(table)
     stack = LocalStack(env=env)
+    running_status(env)
     state = stack.load_state()
-    if state is None or "postgres" not in state.ports:
-        raise LookupError("the local stack is not running: start it with `cdclake local up`")
+    assert state is not None
     port = state.ports["postgres"]
 
     def connect() -> Any:
@@ -707,6 +708,9 @@ def validate(
 ) -> None:
     """Compare a source table with its lake table: counts, keys, values. Exit 0 only if equal."""
     err = Console(stderr=True, soft_wrap=True)
+    from cdclake.config import load_config
+
+    load_config(env)  # an unknown environment is a config error before anything else
     if env != "local":
         err.print(
             f"[red]error:[/red] --env {env}: only the local stack is built; against Aurora and "

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cdclake.config import load_config
+from cdclake.local.processes import StackError
 from cdclake.local.stack import AWS_ENV, LocalStack
 from connectors.configs import topic_name
 
@@ -23,6 +25,18 @@ class LakeTarget:
     exclude: tuple[str, ...] = ()
 
 
+class StackNotRunning(StackError, LookupError):
+    """The local stack has no state, or its processes no longer run."""
+
+
+def running_status(env: str) -> dict[str, object]:
+    """The status of the local stack of ``env``; StackNotRunning when it is not up."""
+    status = LocalStack(env=env).status()
+    if not status.get("up"):
+        raise StackNotRunning("the local stack is not running: start it with `cdclake local up`")
+    return status
+
+
 def lake_target(env: str, source_table: str) -> LakeTarget:
     """The lake side of ``source_table`` on the running local stack of ``env``.
 
@@ -31,9 +45,7 @@ def lake_target(env: str, source_table: str) -> LakeTarget:
     """
     config = load_config(env)
     table = config.lake_table(source_table)
-    status = LocalStack(env=env).status()
-    if not status.get("up"):
-        raise LookupError("the local stack is not running: start it with `cdclake local up`")
+    status: dict[str, Any] = running_status(env)
     os.environ.update(AWS_ENV)
     os.environ["AWS_ENDPOINT_URL"] = status["s3_endpoint"]
     return LakeTarget(

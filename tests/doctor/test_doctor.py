@@ -24,6 +24,7 @@ from cdclake.doctor import (
     parameter_problems,
     run_checks,
 )
+from cdclake.errors import run
 
 pytestmark = pytest.mark.moto
 
@@ -218,10 +219,11 @@ def test_doctor_cli_failing_check_exits_nonzero_with_table(aws_env: None, config
         assert name in result.output
 
 
-def test_doctor_cli_unknown_env_exits_2(aws_env: None, config_dir: Path) -> None:
-    result = CliRunner().invoke(app, ["--env", "nope", "--config-dir", str(config_dir)])
-    assert result.exit_code == 2
-    assert "no environment config" in result.output
+def test_doctor_cli_unknown_env_exits_2(
+    aws_env: None, config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(app, ["--env", "nope", "--config-dir", str(config_dir)]) == 2
+    assert "no environment config" in capsys.readouterr().err
 
 
 def test_doctor_run_checks_names_match_their_checks(aws_env: None, config_dir: Path) -> None:

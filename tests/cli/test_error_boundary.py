@@ -1,0 +1,117 @@
+"""Issue 27: every operator error of every command ends in one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdclake.errors import describe
+from tests.cli.cli_helpers import (
+    COMMANDS,
+    SCENARIOS,
+    Case,
+    cases,
+    command_paths,
+    environment,
+    refused,
+    run_cli,
+    write_stopped_stack,
+)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("cli-errors")
+    write_stopped_stack(root)
+    return environment(root)
+
+
+def test_error_boundary_every_command_listed_covered() -> None:
+    assert command_paths() == set(COMMANDS), "a command without error cases: add it to COMMANDS"
+    for command, row in COMMANDS.items():
+        assert set(row) == set(SCENARIOS), f"{command}: give a case or a reason for each"
+
+
+@pytest.mark.parametrize(
+    ("command", "scenario", "case"), cases(), ids=[f"{c}-{s}" for c, s, _ in cases()]
+)
+def test_error_boundary_operator_error_one_line(
+    command: str, scenario: str, case: Case, stopped: dict[str, str], tmp_path: Path
+) -> None:
+    args = tuple(a.replace("{tmp}", str(tmp_path)) for a in case.args)
+    result = run_cli(args, stopped)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"{' '.join(args)}: {result.stderr}"
+    assert lines[0].startswith("error: "), lines[0]
+    assert case.says in lines[0]
+    assert result.returncode == case.exit_code, lines[0]
+    assert "Traceback" not in result.stdout
+
+
+def test_error_boundary_debug_shows_traceback(stopped: dict[str, str]) -> None:
+    result = run_cli(("status", "--env", "dev", "--debug"), stopped)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert "NoCredentialsError" in result.stderr
+
+
+def test_error_boundary_access_denied_names_action_and_resource() -> None:
+    message = (
+        "User: arn:aws:iam::111111111111:user/ops is not authorized to perform: "
+        "glue:GetJobRuns on resource: arn:aws:glue:eu-west-1:111111111111:job/cdclake-dev-merge"
+    )
+    described = describe(refused("AccessDeniedException", message))
+    assert described is not None
+    text, code = described
+    assert code == 1
+    assert "access denied" in text
+    assert "glue:GetJobRuns" in text
+    assert "job/cdclake-dev-merge" in text
+
+
+def test_error_boundary_throttled_says_retry() -> None:
+    described = describe(refused("ThrottlingException", "Rate exceeded"))
+    assert described == (
+        "AWS throttled GetJobRuns (ThrottlingException): wait a minute and run it again",
+        1,
+    )
+
+
+def test_error_boundary_expired_credentials_say_what_to_do() -> None:
+    described = describe(refused("ExpiredTokenException", "The security token has expired"))
+    assert described is not None
+    assert described[0].startswith("AWS credentials have expired (GetJobRuns)")
+    assert "aws sso login" in described[0]
+
+
+def test_error_boundary_unreachable_endpoint_one_line(stopped: dict[str, str]) -> None:
+    env = {
+        **stopped,
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    result = run_cli(("quarantine", "list", "--env", "dev", "--table", "public.orders"), env)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot reach http://127.0.0.1:9")
+    assert result.returncode == 1
+
+
+def test_error_boundary_unexpected_error_one_line_with_debug_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.errors import run
+
+    monkeypatch.delenv("CDCLAKE_DEBUG", raising=False)
+
+    def broken(*, args: list[str], prog_name: str) -> None:
+        raise KeyError("a defect")
+
+    assert run(broken, []) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "error: KeyError: 'a defect' (rerun with --debug for the traceback, "
+        "and report it if it is a bug)"
+    ]
