@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import boto3
 import requests
@@ -48,15 +48,13 @@ from cdclake.fanout_settings import (
 )
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
+from cdclake.local.runtime import AWS_ENV, JVM_OPTS, StackHandle, State, java_binary
 from connectors.configs import (
     DatabaseEndpoint,
     debezium_server_properties,
     environment_variables,
     topic_name,
 )
-
-if TYPE_CHECKING:
-    from cdclake.local.stack import LocalStack, State
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_LIB = REPO_ROOT / "jvm" / "lib" / "debezium-server"
@@ -457,8 +455,7 @@ def _http_consumer(
 # -- the stack hooks -------------------------------------------------------------------------
 
 
-def _aws(stack: LocalStack, state: State) -> AwsClients:
-    from cdclake.local.stack import AWS_ENV
+def _aws(stack: StackHandle, state: State) -> AwsClients:
 
     return AwsClients(
         endpoint=f"http://127.0.0.1:{state.ports['moto']}",
@@ -468,10 +465,9 @@ def _aws(stack: LocalStack, state: State) -> AwsClients:
 
 
 def start(
-    stack: LocalStack, state: State, *, timeout: float, progress: Callable[[str], None]
+    stack: StackHandle, state: State, *, timeout: float, progress: Callable[[str], None]
 ) -> None:
     """Provision the AWS side, then start Debezium Server and the Lambda driver if not running."""
-    from cdclake.local.stack import AWS_ENV
 
     folder = stack.root / "fanout"
     folder.mkdir(parents=True, exist_ok=True)
@@ -482,7 +478,7 @@ def start(
     port = state.ports.get("debezium-server")
     if "debezium-server" not in state.processes and (port is None or processes.port_open(port)):
         state.ports["debezium-server"] = processes.free_port()
-    stack._save(state)
+    stack.save_state(state)
 
     if "debezium-server" not in state.processes:
         progress("starting Debezium Server")
@@ -490,7 +486,7 @@ def start(
             lambda: _start_server(stack, state, aws, folder, timeout=timeout),
             state.ports,
             ["debezium-server"],
-            chosen=lambda: stack._save(state),
+            chosen=lambda: stack.save_state(state),
         )
 
     if "fanout-lambda" not in state.processes:
@@ -530,19 +526,18 @@ def start(
         proc = processes.spawn(
             "fanout-lambda",
             [sys.executable, "-m", "cdclake.local.event_source", str(plan_file)],
-            log=stack._log("fanout-lambda"),
+            log=stack.log_path("fanout-lambda"),
             env=env,
             cwd=REPO_ROOT,
         )
         state.processes["fanout-lambda"] = proc
-        stack._save(state)
+        stack.save_state(state)
 
 
 def _start_server(
-    stack: LocalStack, state: State, aws: AwsClients, folder: Path, *, timeout: float
+    stack: StackHandle, state: State, aws: AwsClients, folder: Path, *, timeout: float
 ) -> Tracked:
     """Debezium Server on ``state.ports["debezium-server"]``, recorded, once it reports healthy."""
-    from cdclake.local.stack import AWS_ENV, JVM_OPTS, java_binary
 
     home = server_home()
     endpoints = ServerEndpoints(
@@ -553,7 +548,7 @@ def _start_server(
     )
     env = server_environment(stack.config, endpoints)
     (folder / "debezium-server.env.json").write_text(json.dumps(env, indent=2, sort_keys=True))
-    user, password = stack._credentials()
+    user, password = stack.replication_credentials()
     runner = next(home.glob("debezium-server-dist-*-runner.jar"))
     proc = processes.spawn(
         "debezium-server",
@@ -567,7 +562,7 @@ def _start_server(
             f"{runner}:{home / 'conf'}:{home / 'lib'}/*",
             "io.debezium.server.Main",
         ],
-        log=stack._log("debezium-server"),
+        log=stack.log_path("debezium-server"),
         cwd=folder,
         env={
             **os.environ,
@@ -579,7 +574,7 @@ def _start_server(
         },
     )
     state.processes["debezium-server"] = proc
-    stack._save(state)
+    stack.save_state(state)
     processes.wait_for(
         "Debezium Server health",
         lambda: _healthy(state.ports["debezium-server"]),
@@ -594,7 +589,7 @@ def _healthy(port: int) -> bool:
     return response.status_code == 200 and response.json().get("status") == "UP"
 
 
-def status(stack: LocalStack, state: State) -> dict[str, Any]:
+def status(stack: StackHandle, state: State) -> dict[str, Any]:
     """``status --json`` additions: the moto endpoint and each consumer's queue URL."""
     resources_file = stack.root / "fanout" / "resources.json"
     resources = json.loads(resources_file.read_text()) if resources_file.exists() else {}

@@ -9,7 +9,8 @@ from typing import Any
 
 from cdclake.config import load_config
 from cdclake.local.processes import StackError
-from cdclake.local.stack import AWS_ENV, LocalStack
+from cdclake.local.runtime import AWS_ENV
+from cdclake.local.stack import LocalStack
 from connectors.configs import topic_name
 
 

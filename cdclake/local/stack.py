@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import glob
-import json
 import os
 import pwd
 import secrets
@@ -28,7 +27,7 @@ import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from cdclake.local.connect import (
     worker_config,
 )
 from cdclake.local.processes import StackError, Tracked
+from cdclake.local.runtime import AWS_ENV, JVM_OPTS, State, java_binary
 from cdclake.replication import bootstrap_spec
 from connectors.configs import connector_name, render_properties
 from lambdas.bootstrap.sql import (
@@ -60,16 +60,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
 JVM_LIB = REPO_ROOT / "jvm" / "lib"
 SINK_SOURCE = Path(__file__).resolve().parent / "java"
-# Dummy credentials: moto accepts any; the worker's AWS SDK finds them in its environment, the
-# same default provider chain that picks up the IAM role on MSK Connect.
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "cdclake-local",
-    "AWS_SECRET_ACCESS_KEY": "cdclake-local",
-    "AWS_REGION": "us-east-1",
-}
 SUPERUSER = "postgres"
-# Two cores are shared with other work: small heaps, one GC thread.
-JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 PROCESS_ORDER = ("moto", "postgres", "kafka", "connect")
 LOG4J = """\
 log4j.rootLogger=INFO, stdout
@@ -82,41 +73,6 @@ log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.org.apache.kafka.clients.NetworkClient=ERROR
 log4j.logger.kafka.server.KafkaConfig=WARN
 """
-
-
-@dataclass
-class State:
-    """What ``up`` started; written to ``state.json`` so ``status``/``down`` find it later."""
-
-    env: str
-    ports: dict[str, int] = field(default_factory=dict)
-    processes: dict[str, Tracked] = field(default_factory=dict)
-    bucket: str = ""
-    fanout: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "env": self.env,
-                "ports": self.ports,
-                "processes": {k: v.to_dict() for k, v in self.processes.items()},
-                "bucket": self.bucket,
-                "fanout": self.fanout,
-            },
-            indent=2,
-            sort_keys=True,
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> State:
-        raw = json.loads(text)
-        return cls(
-            env=raw["env"],
-            ports={k: int(v) for k, v in raw["ports"].items()},
-            processes={k: Tracked.from_dict(v) for k, v in raw["processes"].items()},
-            bucket=raw["bucket"],
-            fanout=bool(raw.get("fanout", False)),
-        )
 
 
 @dataclass
@@ -142,16 +98,6 @@ def postgres_bin_dir() -> Path:
         "no PostgreSQL server binaries (initdb, postgres) found under /usr/lib/postgresql/*/bin; "
         "install Debian's server: apt-get install -y postgresql (or set CDCLAKE_PG_BIN)"
     )
-
-
-def java_binary(tool: str = "java") -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / tool).exists():
-        return str(Path(home) / "bin" / tool)
-    found = shutil.which(tool)
-    if not found:
-        raise StackError(f"{tool} not found: the local stack needs a Java 17 JDK")
-    return found
 
 
 def jvm_lib(module: str) -> Path:
@@ -195,7 +141,7 @@ class LocalStack:
             return None
         return State.from_json(self.state_file.read_text())
 
-    def _save(self, state: State) -> None:
+    def save_state(self, state: State) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(state.to_json())
@@ -250,19 +196,19 @@ class LocalStack:
             controller = state.ports.get("kafka_controller")
             if controller is None or processes.port_open(controller):
                 state.ports["kafka_controller"] = processes.free_port()
-        self._save(state)
+        self.save_state(state)
         try:
             if "moto" not in state.processes:
                 progress("starting moto S3")
                 state.processes["moto"] = self._on_free_ports(state, self._start_moto, "moto")
-                self._save(state)
+                self.save_state(state)
             self._ensure_bucket(state)
             if "postgres" not in state.processes:
                 progress("starting PostgreSQL")
                 state.processes["postgres"] = self._on_free_ports(
                     state, self._start_postgres, "postgres"
                 )
-                self._save(state)
+                self.save_state(state)
             progress("bootstrapping replication (role, grants, publication)")
             self._bootstrap(state)
             if "kafka" not in state.processes:
@@ -270,26 +216,26 @@ class LocalStack:
                 state.processes["kafka"] = self._on_free_ports(
                     state, self._start_kafka, "kafka", "kafka_controller"
                 )
-                self._save(state)
+                self.save_state(state)
             if not capture:
-                self._save(state)
+                self.save_state(state)
                 return state
             if "connect" not in state.processes:
                 progress("starting Kafka Connect")
                 state.processes["connect"] = self._on_free_ports(
                     state, partial(self._start_connect, timeout=timeout), "connect"
                 )
-                self._save(state)
+                self.save_state(state)
             progress("configuring connectors")
             self.apply_connectors(state)
             progress("waiting for connectors to report RUNNING")
             self.wait_running(state, timeout=timeout)
             if fanout or state.fanout:
                 state.fanout = True
-                self._save(state)
+                self.save_state(state)
                 local_fanout.start(self, state, timeout=timeout, progress=progress)
         except BaseException:
-            self._save(state)
+            self.save_state(state)
             raise
         return state
 
@@ -297,10 +243,10 @@ class LocalStack:
         self, state: State, start: Callable[[State], Tracked], *ports: str
     ) -> Tracked:
         return processes.start_on_free_ports(
-            lambda: start(state), state.ports, ports, chosen=lambda: self._save(state)
+            lambda: start(state), state.ports, ports, chosen=lambda: self.save_state(state)
         )
 
-    def _log(self, name: str) -> Path:
+    def log_path(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
 
     def _start_moto(self, state: State) -> Tracked:
@@ -316,7 +262,7 @@ class LocalStack:
                 "-p",
                 str(port),
             ],
-            log=self._log("moto"),
+            log=self.log_path("moto"),
             env={**os.environ, **AWS_ENV},
         )
         processes.wait_for("moto", lambda: processes.port_open(port), timeout=60, proc=proc)
@@ -396,7 +342,7 @@ class LocalStack:
         argv = [str(bindir / "postgres"), "-D", str(data)]
         for key, value in settings.items():
             argv += ["-c", f"{key}={value}"]
-        proc = processes.spawn("postgres", argv, log=self._log("postgres"), user=user)
+        proc = processes.spawn("postgres", argv, log=self.log_path("postgres"), user=user)
         processes.wait_for(
             "PostgreSQL", lambda: self._accepts_connections(state), timeout=60, proc=proc
         )
@@ -428,7 +374,7 @@ class LocalStack:
         finally:
             conn.close()
 
-    def _credentials(self) -> tuple[str, str]:
+    def replication_credentials(self) -> tuple[str, str]:
         """The replication user's name and password, made once and kept in the state folder."""
         user = self.config.database.replication.user
         if self.secrets_file.exists():
@@ -465,7 +411,7 @@ class LocalStack:
             name = self.config.database.name
             if not admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=name):
                 admin.run(f"CREATE DATABASE {identifier(name)}")
-        user, password = self._credentials()
+        user, password = self.replication_credentials()
         works = self._password_works(state, user, password)
         with self.connect(state) as conn:
             return bootstrap(
@@ -540,7 +486,7 @@ class LocalStack:
                 "kafka.Kafka",
                 str(server),
             ],
-            log=self._log("kafka"),
+            log=self.log_path("kafka"),
         )
         processes.wait_for("Kafka", lambda: processes.port_open(port), timeout=120, proc=proc)
         return proc
@@ -611,7 +557,7 @@ class LocalStack:
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(properties),
             ],
-            log=self._log("connect"),
+            log=self.log_path("connect"),
             env={**os.environ, **AWS_ENV},
         )
         client = ConnectClient(self.endpoints(state).connect_url)
@@ -740,7 +686,7 @@ class LocalStack:
             raise StackError(f"no {name} process in {self.root}")
         processes.kill(state.processes[name])
         del state.processes[name]
-        self._save(state)
+        self.save_state(state)
 
     # -- down ----------------------------------------------------------------------------
 
@@ -762,7 +708,7 @@ class LocalStack:
                 except StackError as exc:
                     errors.append(str(exc))
                 del state.processes[name]
-                self._save(state)
+                self.save_state(state)
             if errors:
                 raise StackError("; ".join(errors))
         if purge and self.root.exists():

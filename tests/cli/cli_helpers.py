@@ -196,7 +196,8 @@ def environment(state_dir: Path) -> dict[str, str]:
 def write_stopped_stack(state_dir: Path) -> None:
     """What `cdclake local down` leaves: the state file of processes that no longer run."""
     from cdclake.local.processes import Tracked
-    from cdclake.local.stack import LocalStack, State
+    from cdclake.local.runtime import State
+    from cdclake.local.stack import LocalStack
 
     stack = LocalStack(state_dir / "stack", env="local")
     dead = subprocess.run(

@@ -20,7 +20,8 @@ import boto3
 from cdclake.config import EnvironmentConfig
 from cdclake.local.fanout import SERVER_LIB
 from cdclake.local.processes import StackError
-from cdclake.local.stack import AWS_ENV, JVM_LIB, LocalStack, postgres_bin_dir
+from cdclake.local.runtime import AWS_ENV
+from cdclake.local.stack import JVM_LIB, LocalStack, postgres_bin_dir
 from cdclake_merge.debezium import TableSpec, parse_value
 from cdclake_merge.transforms import order_key
 

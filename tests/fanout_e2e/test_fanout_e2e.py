@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from cdclake.local.cli import app
 from cdclake.local.fanout import AwsClients, api_destination_request
-from cdclake.local.stack import AWS_ENV, LocalStack
+from cdclake.local.runtime import AWS_ENV
+from cdclake.local.stack import LocalStack
 from tests.fanout_e2e.fanout_e2e_helpers import (
     BIG_NOTE_CHARS,
     Delivered,

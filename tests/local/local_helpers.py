@@ -176,7 +176,7 @@ def spark_on_stack_s3(spark: Any, stack: LocalStack) -> Iterator[None]:
     The session's JVM may predate the stack, so the endpoint and the dummy keys go into its
     Hadoop configuration, not its environment; S3A's cache is off meanwhile.
     """
-    from cdclake.local.stack import AWS_ENV
+    from cdclake.local.runtime import AWS_ENV
     from cdclake_merge.session import s3_settings
 
     endpoint = stack.status()["s3_endpoint"]

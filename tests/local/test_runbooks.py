@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from cdclake.config import CONFIG_DIR
-from cdclake.local.stack import AWS_ENV, LocalStack
+from cdclake.local.runtime import AWS_ENV
+from cdclake.local.stack import LocalStack
 from tests.local.local_helpers import (
     change_files,
     lose_slot,

@@ -1,0 +1,85 @@
+"""What the local stack's parts share: its state record, the JVM and AWS settings of its
+processes, and the handle a part (the fan-out) gets of the stack that starts it.
+
+Below ``stack`` and ``fanout``: imports neither, so they need not import each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from cdclake.local.processes import StackError, Tracked
+
+if TYPE_CHECKING:
+    from cdclake.config import EnvironmentConfig
+
+# Dummy credentials: moto accepts any; the worker's AWS SDK finds them in its environment, the
+# same default provider chain that picks up the IAM role on MSK Connect.
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "cdclake-local",
+    "AWS_SECRET_ACCESS_KEY": "cdclake-local",
+    "AWS_REGION": "us-east-1",
+}
+# Two cores are shared with other work: small heaps, one GC thread.
+JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+
+
+def java_binary(tool: str = "java") -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / tool).exists():
+        return str(Path(home) / "bin" / tool)
+    found = shutil.which(tool)
+    if not found:
+        raise StackError(f"{tool} not found: the local stack needs a Java 17 JDK")
+    return found
+
+
+@dataclass
+class State:
+    """What ``up`` started; written to ``state.json`` so ``status``/``down`` find it later."""
+
+    env: str
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: dict[str, Tracked] = field(default_factory=dict)
+    bucket: str = ""
+    fanout: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "env": self.env,
+                "ports": self.ports,
+                "processes": {k: v.to_dict() for k, v in self.processes.items()},
+                "bucket": self.bucket,
+                "fanout": self.fanout,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> State:
+        raw = json.loads(text)
+        return cls(
+            env=raw["env"],
+            ports={k: int(v) for k, v in raw["ports"].items()},
+            processes={k: Tracked.from_dict(v) for k, v in raw["processes"].items()},
+            bucket=raw["bucket"],
+            fanout=bool(raw.get("fanout", False)),
+        )
+
+
+class StackHandle(Protocol):
+    """What a part of the stack may use of the stack that starts it."""
+
+    config: EnvironmentConfig
+    root: Path
+
+    def save_state(self, state: State) -> None: ...
+    def log_path(self, name: str) -> Path: ...
+    def replication_credentials(self) -> tuple[str, str]: ...
