@@ -14,7 +14,9 @@ env_name = app.node.try_get_context("env") or "dev"
 config_dir = app.node.try_get_context("config_dir")  # tests point this at a scratch folder
 try:
     config = load_config(env_name, config_dir=Path(config_dir) if config_dir else None)
+    # A config that only fails while stacks are built (a plugin zip not built yet) is a
+    # ConfigError too: one line, no traceback.
+    build_stacks(app, config)
 except ConfigError as exc:
     sys.exit(str(exc))
-build_stacks(app, config)
 app.synth()

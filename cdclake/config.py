@@ -31,6 +31,8 @@ Prefix = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{1,30}[a-z0-9
 HudiTableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 ReplicaIdentity = Literal["DEFAULT", "FULL"]
 Op = Literal["c", "u", "d", "r", "t"]
+# The two Debezium captures: MSK Connect into the lake, Debezium Server into the fan-out.
+Capture = Literal["lake", "fanout"]
 # A lake table's lag objective is also its alarm's period: CloudWatch allows at most one day.
 FreshnessMinutes = Annotated[int, Field(ge=5, le=1440)]
 # Names of aws_logs.RetentionDays members.
@@ -154,8 +156,13 @@ class ReplicationConfig(_Model):
     heartbeat_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = (
         "cdclake.heartbeat"
     )
-    signal_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = (
-        "cdclake.debezium_signal"
+    signal_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = Field(
+        default="cdclake.debezium_signal",
+        description="signal table of the MSK Connect source (lake tables)",
+    )
+    fanout_signal_table: Annotated[str, StringConstraints(pattern=r"^[a-z_]+\.[a-z_]+$")] = Field(
+        default="cdclake.debezium_signal_fanout",
+        description="signal table of Debezium Server (fanout tables)",
     )
     max_replication_slots: int = Field(default=10, ge=2)
     max_wal_senders: int = Field(default=10, ge=2)
@@ -166,6 +173,24 @@ class ReplicationConfig(_Model):
         ge=5,
         description="how often the bootstrap re-runs, joining tables created since",
     )
+
+    @model_validator(mode="after")
+    def _signal_tables_differ(self) -> ReplicationConfig:
+        if self.signal_table == self.fanout_signal_table:
+            raise ValueError(
+                "signal_table and fanout_signal_table must differ: a shared signal table "
+                "replays a lake snapshot into the fan-out"
+            )
+        return self
+
+    def signal_tables_of(self, table: TableConfig) -> dict[Capture, str]:
+        """``{capture: signal table}`` of the captures that carry ``table``."""
+        tables: dict[Capture, str] = {}
+        if table.lake:
+            tables["lake"] = self.signal_table
+        if table.fanout:
+            tables["fanout"] = self.fanout_signal_table
+        return tables
 
 
 class DatabaseAlarms(_Model):
@@ -183,6 +208,13 @@ class DatabaseConfig(_Model):
     instances: int = Field(default=1, ge=1, le=15)
     backup_retention_days: int = Field(default=7, ge=1, le=35)
     deletion_protection: bool = False
+    tls_verify: bool = Field(
+        default=True,
+        description=(
+            "verify Aurora's certificate against the RDS CA bundle (`make rds-ca`); false "
+            "encrypts without verifying the server and is only for a database without TLS"
+        ),
+    )
     replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
     alarms: DatabaseAlarms = Field(default_factory=DatabaseAlarms)
 
@@ -251,16 +283,28 @@ class MskConfig(_Model):
     broker_volume_gib: int = Field(default=100, ge=1)
 
 
+# A bucket name that marks a plugin location as not yet filled in; synth refuses it.
+PLUGIN_PLACEHOLDER_BUCKET = "REPLACE-ME"
+# Where `make plugins` (connectors/package_plugins.sh) writes the zips.
+PLUGIN_DIST_DIR = "connectors/dist"
+
+
 class ConnectConfig(_Model):
     """MSK Connect: plugins, capacity, snapshot and S3 sink rotation."""
 
     debezium_plugin: str = Field(
-        default="s3://REPLACE-ME/plugins/debezium-connector-postgres-2.7.4.Final.zip",
-        description="s3://bucket/key of the Debezium plugin zip, or a local path",
+        default=f"{PLUGIN_DIST_DIR}/debezium-connector-postgres-2.7.4.Final.zip",
+        description=(
+            "s3://bucket/key of the Debezium plugin zip, or a local zip uploaded as an asset "
+            "(default: what `make plugins` builds)"
+        ),
     )
     s3_sink_plugin: str = Field(
-        default="s3://REPLACE-ME/plugins/confluentinc-kafka-connect-s3-10.5.17.zip",
-        description="s3://bucket/key of the S3 sink plugin zip, or a local path",
+        default=f"{PLUGIN_DIST_DIR}/confluentinc-kafka-connect-s3-10.5.17.zip",
+        description=(
+            "s3://bucket/key of the S3 sink plugin zip, or a local zip uploaded as an asset "
+            "(default: what `make plugins` builds)"
+        ),
     )
     snapshot_mode: Literal["initial", "no_data", "never", "when_needed", "initial_only"] = "initial"
     mcu_count: Literal[1, 2, 4, 8] = 1

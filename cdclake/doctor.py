@@ -21,7 +21,7 @@ from botocore.parsers import ResponseParserError
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import CONFIG_DIR, EnvironmentConfig, load_config
+from cdclake.config import CONFIG_DIR, PLUGIN_PLACEHOLDER_BUCKET, EnvironmentConfig, load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The bootstrap version the CDK's default synthesizer requires (each template's
@@ -29,7 +29,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 MIN_BOOTSTRAP_VERSION = 6
 BOOTSTRAP_STACK = "CDKToolkit"
 DEFAULT_QUALIFIER = "hnb659fds"
-PLACEHOLDER_BUCKET = "REPLACE-ME"
 # Service Quotas codes: VPCs per Region, and EC2-VPC Elastic IPs (one per NAT gateway).
 VPC_QUOTA = ("vpc", "L-F678F1CE")
 ELASTIC_IP_QUOTA = ("ec2", "L-0263D0A3")
@@ -124,10 +123,10 @@ def check_plugin(
 ) -> Check:
     """A connector plugin the capture stack uses: an S3 object, or a local zip it uploads."""
     name = f"plugin {label}"
-    build = "build it with connectors/package_plugins.sh"
+    build = "build it with `make plugins`"
     if location.startswith("s3://"):
         bucket, _, key = location.removeprefix("s3://").partition("/")
-        if bucket == PLACEHOLDER_BUCKET or not key:
+        if bucket == PLUGIN_PLACEHOLDER_BUCKET or not key:
             return Check(name, "FAIL", f"{location} is a placeholder: {build} and set its location")
         try:
             session.client("s3").head_object(Bucket=bucket, Key=key)

@@ -1,11 +1,13 @@
 """``cdclake snapshot --env ENV --table SCHEMA.TABLE``: re-read a table through Debezium.
 
-Inserts an ``execute-snapshot`` signal (``type: incremental``) into the signal table the
-replication bootstrap created (``database.replication.signal_table``). Every capture that
-watches the signal table (the MSK Connect source, Debezium Server) then reads the table in
-chunks while streaming continues; the rows arrive as ``op: r`` events, which the merge
-orders among the streamed changes (docs/merge-job.md). The merge is idempotent, so
-re-reading rows the lake already holds changes nothing.
+Inserts an ``execute-snapshot`` signal (``type: incremental``) into the signal table of each
+capture that carries the table (``lake``: the MSK Connect source,
+``database.replication.signal_table``; ``fanout``: Debezium Server,
+``database.replication.fanout_signal_table``), or only of the one ``--capture`` names. That
+capture then reads the table in chunks while streaming continues; the rows arrive as
+``op: r`` events, which the merge orders among the streamed changes (docs/merge-job.md) and
+the fan-out delivers like any change. The merge is idempotent, so re-reading rows the lake
+already holds changes nothing. One JSON line per signal is printed.
 
 Locally the stack's database is used. Elsewhere a DSN reaches the database through the
 operator access path (an SSM port forward, docs/database.md); the password comes from a
@@ -16,18 +18,23 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 from urllib.parse import unquote, urlparse
 
 import typer
 from pg8000.native import Connection
 from rich.console import Console
 
+if TYPE_CHECKING:
+    from cdclake.config import EnvironmentConfig
+
 console = Console(stderr=True, soft_wrap=True)
 
 
-def send_signal(conn: Connection, *, signal_table: str, publication: str, table: str) -> str:
-    """Signal an incremental snapshot of ``table``; returns the signal id.
+def send_signal(
+    conn: Connection, *, signal_tables: list[str], publication: str, table: str
+) -> list[str]:
+    """Signal an incremental snapshot of ``table`` in each signal table; returns the ids.
 
     A table outside the publication is never streamed, and Debezium ignores a snapshot
     request for a table it does not capture: that is refused here, with the fix.
@@ -42,7 +49,7 @@ def send_signal(conn: Connection, *, signal_table: str, publication: str, table:
             f"{table} is not in publication {publication}: deploy it in tables: first "
             "(locally: cdclake local reconcile)"
         )
-    return signal_incremental_snapshot(conn, signal_table, [table])
+    return [signal_incremental_snapshot(conn, name, [table]) for name in signal_tables]
 
 
 def dsn_connection(dsn: str, *, password: str | None, ssl: bool) -> Connection:
@@ -89,28 +96,37 @@ def snapshot(
         typer.Option(help="Secrets Manager secret with the password (else $PGPASSWORD)"),
     ] = None,
     no_ssl: Annotated[bool, typer.Option("--no-ssl", help="plain TCP (Aurora forces TLS)")] = False,
+    capture: Annotated[
+        str | None,
+        typer.Option(
+            help="only this capture: lake (MSK Connect) or fanout (Debezium Server); "
+            "default every capture that carries the table"
+        ),
+    ] = None,
 ) -> None:
     """Re-snapshot one table: Debezium's incremental snapshot, through the signal table."""
     from cdclake.config import ConfigError, load_config
 
     try:
         config = load_config(env)
-        config.table(table)
+        signal_tables = signal_tables_for(config, table, capture)
     except ConfigError as exc:
         _fail(str(exc).splitlines()[0], 2)
     except KeyError as exc:
         _fail(str(exc.args[0]), 2)
-    replication = config.database.replication
+    except ValueError as exc:
+        _fail(str(exc), 2)
     try:
         if env == "local" and dsn is None:
-            from cdclake.local.processes import StackError
+            from cdclake.local.lake import StackNotRunning, running_status
             from cdclake.local.stack import LocalStack
 
             try:
-                with LocalStack(env=env).connect() as conn:
-                    signal_id = _send(conn, config, table)
-            except StackError as exc:
-                _fail(f"{exc}: start it with `cdclake local up`")
+                running_status(env)
+            except StackNotRunning as exc:
+                _fail(str(exc))
+            with LocalStack(env=env).connect() as conn:
+                signal_ids = _send(conn, config, table, signal_tables)
         else:
             if dsn is None:
                 _fail(f"--env {env}: give --dsn (see docs/operations.md, Re-snapshot a table)", 2)
@@ -120,7 +136,7 @@ def snapshot(
                 password = str(secret_credentials(secret_id, config.region)["password"])
             conn = dsn_connection(dsn, password=password, ssl=not no_ssl)
             try:
-                signal_id = _send(conn, config, table)
+                signal_ids = _send(conn, config, table, signal_tables)
             finally:
                 conn.close()
     except typer.Exit:
@@ -128,25 +144,57 @@ def snapshot(
     except (LookupError, ValueError) as exc:
         _fail(str(exc))
     except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
-        _fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-    print(
-        json.dumps(
-            {
-                "table": table,
-                "signal_id": signal_id,
-                "signal_table": replication.signal_table,
-                "type": "incremental",
-            }
+        from cdclake.errors import describe
+
+        described = describe(exc)
+        if described is None:
+            _fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        else:
+            _fail(*described)
+    for (name, signal_table), signal_id in zip(signal_tables.items(), signal_ids, strict=True):
+        print(
+            json.dumps(
+                {
+                    "table": table,
+                    "capture": name,
+                    "signal_id": signal_id,
+                    "signal_table": signal_table,
+                    "type": "incremental",
+                }
+            )
         )
-    )
 
 
-def _send(conn: Connection, config: Any, table: str) -> str:
+def signal_tables_for(config: EnvironmentConfig, table: str, capture: str | None) -> dict[str, str]:
+    """``{capture: signal table}`` to signal for ``table``: every capture that carries it, or
+    the one named, which must carry it (KeyError: not configured; ValueError: bad capture)."""
     replication = config.database.replication
+    carried: dict[str, str] = {
+        name: signal_table
+        for name, signal_table in replication.signal_tables_of(config.table(table)).items()
+    }
+    if capture is None:
+        return carried
+    from cdclake.config import Capture
+
+    captures = get_args(Capture)
+    if capture not in captures:
+        raise ValueError(f"--capture {capture}: choose one of {', '.join(captures)}")
+    if capture not in carried:
+        raise ValueError(
+            f"--capture {capture}: {table} has {capture}: false in {config.env}; "
+            f"it is captured for {', '.join(carried)}"
+        )
+    return {capture: carried[capture]}
+
+
+def _send(
+    conn: Connection, config: EnvironmentConfig, table: str, signal_tables: dict[str, str]
+) -> list[str]:
     return send_signal(
         conn,
-        signal_table=replication.signal_table,
-        publication=replication.publication,
+        signal_tables=list(signal_tables.values()),
+        publication=config.database.replication.publication,
         table=table,
     )
 

@@ -24,6 +24,13 @@ BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 TOPICS_DIR = "topics"
 # CDC topics keep a week so a stopped sink can catch up; the offsets topic is compacted.
 TOPIC_RETENTION_MS = 7 * 24 * 3600 * 1000
+# Where each capture finds the RDS CA bundle (`make rds-ca`) for ``sslmode=verify-full``
+# unless the stack passes ``rds_ca`` (for MSK Connect: an ``s3_import_reference``).
+MSK_CONNECT_RDS_CA = "/opt/kafka/rds-ca/global-bundle.pem"
+DEBEZIUM_SERVER_RDS_CA = "/debezium/rds-ca/global-bundle.pem"
+# msk-config-providers' file importer (same release as the Secrets Manager provider).
+S3_IMPORT_PROVIDER = "s3import"
+S3_IMPORT_PROVIDER_CLASS = "com.amazonaws.kafka.config.providers.S3ImportConfigProvider"
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,13 @@ def secret_reference(secret_id: str, key: str) -> str:
     if ":" in secret_id and not secret_id.startswith("${Token["):
         raise ValueError(f"secret id {secret_id!r} has a ':'; Kafka would split the reference")
     return "${" + f"{CONFIG_PROVIDER}:{secret_id}:{key}" + "}"
+
+
+def s3_import_reference(region: str, bucket: str, key: str) -> str:
+    """A file for an MSK Connect worker: the ``s3import`` provider copies ``s3://bucket/key``
+    into the worker's temp folder and the reference resolves to that local path (MSK Connect
+    has no other way to put a file, e.g. the RDS CA bundle, on its workers)."""
+    return "${" + f"{S3_IMPORT_PROVIDER}:{region}:{bucket}/{key}" + "}"
 
 
 def connector_name(config: EnvironmentConfig, role: str) -> str:
@@ -111,10 +125,27 @@ def heartbeat_action_query(config: EnvironmentConfig, slot: str) -> str:
     )
 
 
+def database_tls(config: EnvironmentConfig, root_cert: str) -> dict[str, str]:
+    """Verified TLS to Aurora: the RDS CA at ``root_cert`` and the host name checked
+    (``verify-full``); ``database.tls_verify: false`` only encrypts (``require``)."""
+    if not config.database.tls_verify:
+        return {"database.sslmode": "require"}
+    return {"database.sslmode": "verify-full", "database.sslrootcert": root_cert}
+
+
 def _debezium_common(
-    config: EnvironmentConfig, tables: list[TableConfig], slot: str
+    config: EnvironmentConfig,
+    tables: list[TableConfig],
+    *,
+    slot: str,
+    signal_table: str,
+    root_cert: str,
 ) -> dict[str, str]:
-    """Settings both captures share, so the lake and the bus see the same events."""
+    """Settings both captures share, so the lake and the bus see the same events.
+
+    Each capture has its own signal table: a signal row is acted on by every capture whose
+    ``signal.data.collection`` it is, and a lake snapshot must not replay into the bus.
+    """
     replication = config.database.replication
     settings = {
         "plugin.name": "pgoutput",
@@ -126,13 +157,13 @@ def _debezium_common(
         "heartbeat.interval.ms": str(config.connect.heartbeat_interval_ms),
         "heartbeat.action.query": heartbeat_action_query(config, slot),
         "signal.enabled.channels": "source",
-        "signal.data.collection": replication.signal_table,
+        "signal.data.collection": signal_table,
         "snapshot.mode": config.connect.snapshot_mode,
         "time.precision.mode": "adaptive",
         # Truncates reach consumers (op "t"); deletes need no tombstone (topics are not compacted).
         "skipped.operations": "none",
         "tombstones.on.delete": "false",
-        "database.sslmode": "require",
+        **database_tls(config, root_cert),
     }
     excluded = column_exclude_list(tables)
     if excluded:
@@ -146,11 +177,13 @@ def debezium_source_config(
     database: DatabaseEndpoint,
     replication_factor: int,
     secret_id: str | None = None,
+    rds_ca: str = MSK_CONNECT_RDS_CA,
 ) -> dict[str, str]:
     """Debezium PostgreSQL source on MSK Connect, capturing the lake tables into MSK.
 
     ``secret_id`` is the secret as the config provider reads it (its name); by default it is
     derived from ``database.secret_arn`` (the stack passes the secret's name for token ARNs).
+    ``rds_ca`` is where the worker finds the RDS CA bundle (``database.sslrootcert``).
     """
     tables = config.lake_tables
     secret = secret_id if secret_id is not None else provider_secret_id(database.secret_arn)
@@ -162,7 +195,13 @@ def debezium_source_config(
         "database.dbname": database.dbname,
         "database.user": secret_reference(secret, "username"),
         "database.password": secret_reference(secret, "password"),
-        **_debezium_common(config, tables, config.database.replication.slot),
+        **_debezium_common(
+            config,
+            tables,
+            slot=config.database.replication.slot,
+            signal_table=config.database.replication.signal_table,
+            root_cert=rds_ca,
+        ),
         # The merge job decodes these logical types (Decimal bytes, Date/MicroTimestamp ints).
         "decimal.handling.mode": "precise",
         "key.converter": JSON_CONVERTER,
@@ -224,19 +263,32 @@ def s3_sink_config(
     return settings
 
 
-def worker_properties(config: EnvironmentConfig) -> dict[str, str]:
-    """MSK Connect worker configuration shared by both connectors."""
-    return {
+def worker_properties(config: EnvironmentConfig, *, s3_import: bool = False) -> dict[str, str]:
+    """MSK Connect worker configuration shared by both connectors.
+
+    Only the offsets topic is named here (MSK Connect names the config and status topics per
+    connector itself), so only its replication factor is set: Kafka's default of 3 cannot be
+    created on a two-broker cluster. ``s3_import`` declares the ``s3import`` provider too, for
+    a source whose ``database.sslrootcert`` is an ``s3_import_reference`` (a worker fails to
+    start when a declared provider's class is not on its plugin path).
+    """
+    providers = {CONFIG_PROVIDER: CONFIG_PROVIDER_CLASS}
+    if s3_import:
+        providers[S3_IMPORT_PROVIDER] = S3_IMPORT_PROVIDER_CLASS
+    properties = {
         "key.converter": JSON_CONVERTER,
         "value.converter": JSON_CONVERTER,
         "offset.storage.topic": offsets_topic(config),
         "offset.storage.partitions": "25",
+        "offset.storage.replication.factor": str(replication_factor(config)),
         "offset.flush.interval.ms": "10000",
         "topic.creation.enable": "true",
-        "config.providers": CONFIG_PROVIDER,
-        f"config.providers.{CONFIG_PROVIDER}.class": CONFIG_PROVIDER_CLASS,
-        f"config.providers.{CONFIG_PROVIDER}.param.region": config.region,
+        "config.providers": ",".join(providers),
     }
+    for name, provider_class in providers.items():
+        properties[f"config.providers.{name}.class"] = provider_class
+        properties[f"config.providers.{name}.param.region"] = config.region
+    return properties
 
 
 def render_properties(properties: Mapping[str, str]) -> str:
@@ -248,12 +300,17 @@ def render_properties(properties: Mapping[str, str]) -> str:
 
 
 def debezium_server_properties(
-    config: EnvironmentConfig, *, database: DatabaseEndpoint, offsets_file: str
+    config: EnvironmentConfig,
+    *,
+    database: DatabaseEndpoint,
+    offsets_file: str,
+    rds_ca: str = DEBEZIUM_SERVER_RDS_CA,
 ) -> dict[str, str]:
     """Debezium Server (ECS) capturing the fan-out tables into one Kinesis stream per table.
 
     The password is not here: the task gets ``DEBEZIUM_SOURCE_DATABASE_PASSWORD`` (and the
     user) from Secrets Manager. Offsets live in a file on EFS so a replaced task resumes.
+    ``rds_ca`` is where the task finds the RDS CA bundle (``database.sslrootcert``).
     """
     tables = config.fanout_tables
     source = {
@@ -261,7 +318,13 @@ def debezium_server_properties(
         "database.hostname": database.hostname,
         "database.port": str(database.port),
         "database.dbname": database.dbname,
-        **_debezium_common(config, tables, config.database.replication.fanout_slot),
+        **_debezium_common(
+            config,
+            tables,
+            slot=config.database.replication.fanout_slot,
+            signal_table=config.database.replication.fanout_signal_table,
+            root_cert=rds_ca,
+        ),
         # Consumers read JSON on the bus: decimals as strings keep their precision and are legible.
         "decimal.handling.mode": "string",
         "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",

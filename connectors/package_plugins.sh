@@ -16,8 +16,10 @@
 # Override a version with the environment (e.g. DEBEZIUM_VERSION=2.7.3.Final) and pin the
 # download by checksum with DEBEZIUM_SHA256 / S3_SINK_SHA256 / CONFIG_PROVIDERS_SHA256.
 #
-# Needs curl, unzip, zip, tar and sha256sum; --upload needs the AWS CLI. Then point
-# connect.debezium_plugin / connect.s3_sink_plugin in config/<env>.yaml at the uploaded keys.
+# Needs curl, unzip, zip, tar and sha256sum; --upload needs the AWS CLI. `make plugins` runs
+# this with --out connectors/dist: the default connect.debezium_plugin / connect.s3_sink_plugin
+# point there and synth uploads the zips as CDK assets. With --upload, set the printed s3://
+# keys in config/<env>.yaml (or pass them as `-c debezium_plugin=...`) instead.
 set -euo pipefail
 
 DEBEZIUM_VERSION="${DEBEZIUM_VERSION:-2.7.4.Final}"
@@ -34,7 +36,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --upload) UPLOAD="${2%/}"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done

@@ -18,6 +18,7 @@ from connectors.configs import (
     debezium_source_config,
     render_properties,
     replication_factor,
+    s3_import_reference,
     s3_sink_config,
     worker_properties,
 )
@@ -42,8 +43,13 @@ def render(config: EnvironmentConfig) -> dict[str, str]:
     """File name -> text of every generated file for one environment."""
     database = placeholder_database(config)
     source = debezium_source_config(
-        config, database=database, replication_factor=replication_factor(config)
+        config,
+        database=database,
+        replication_factor=replication_factor(config),
+        # The capture stack uploads the RDS CA bundle as an asset; the workers fetch it.
+        rds_ca=s3_import_reference(config.region, "<cdk-assets-bucket>", "<rds-ca-asset-key>"),
     )
+    worker = worker_properties(config, s3_import=config.database.tls_verify)
     sink = s3_sink_config(
         config, bucket_name="<change-file-bucket>", kms_key_arn="<lake-kms-key-arn>"
     )
@@ -53,7 +59,7 @@ def render(config: EnvironmentConfig) -> dict[str, str]:
     return {
         "debezium-source.json": json.dumps(source, indent=2, sort_keys=True) + "\n",
         "s3-sink.json": json.dumps(sink, indent=2, sort_keys=True) + "\n",
-        "worker.properties": render_properties(worker_properties(config)),
+        "worker.properties": render_properties(worker),
         "debezium-server.properties": render_properties(server),
     }
 

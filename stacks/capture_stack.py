@@ -13,6 +13,7 @@ from cdclake.config import EnvironmentConfig
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.kafka_connectors import KafkaConnectors
+from stacks.components.replication_bootstrap import rds_ca_bundle
 from stacks.database_stack import DatabaseStack
 from stacks.lake_stack import LakeStack
 
@@ -36,7 +37,8 @@ class CaptureStack(cdk.Stack):
         self.kafka = KafkaCluster(self, "Kafka", config=config, vpc=vpc)
         self.msk_cluster = self.kafka.cluster
 
-        # The connectors: Debezium into MSK, S3 sink out to the change-file bucket.
+        # The connectors: Debezium into MSK, S3 sink out to the change-file bucket. A context
+        # value (`-c debezium_plugin=s3://...`) overrides a plugin location of the config file.
         self.connectors = KafkaConnectors(
             self,
             "Connectors",
@@ -48,6 +50,9 @@ class CaptureStack(cdk.Stack):
             database_key=database.encryption_key,
             change_bucket=lake.change_bucket,
             change_bucket_key=lake.encryption_key,
+            debezium_plugin=self._plugin("debezium_plugin", config.connect.debezium_plugin),
+            s3_sink_plugin=self._plugin("s3_sink_plugin", config.connect.s3_sink_plugin),
+            rds_ca_bundle=rds_ca_bundle(config),
         )
         allow_database_from(database, self.connectors.security_group, "MSK Connect Debezium")
 
@@ -70,3 +75,14 @@ class CaptureStack(cdk.Stack):
         for connector in self.connectors.connectors:
             self.snapshot_signal.node.add_dependency(connector)
         self.kafka.acknowledge_custom_resource()
+
+        # What the connectors connect with, whether they are deployed or not: an upgrade that
+        # removes them for a deploy (connect.connectors_deployed: false) must not take away
+        # the database and lake stacks' exports of these, which CloudFormation refuses while
+        # the previous template still imports them.
+        cdk.CfnOutput(self, "ReplicationSecretName", value=database.replication_secret.secret_name)
+        cdk.CfnOutput(self, "ChangeBucketName", value=lake.change_bucket.bucket_name)
+
+    def _plugin(self, key: str, configured: str) -> str:
+        override = self.node.try_get_context(key)
+        return str(override) if override else configured

@@ -49,21 +49,6 @@ class DatabaseStack(cdk.Stack):
         #: TCP port of the cluster endpoints.
         self.port = DATABASE_PORT
 
-        self.bootstrap = ReplicationBootstrap(
-            self,
-            "ReplicationBootstrap",
-            config=config,
-            vpc=vpc,
-            cluster=self.cluster,
-            master_secret=self.database.master_secret,
-            encryption_key=self.encryption_key,
-        )
-        #: Secrets Manager secret of the master user (the bootstrap's custom resources use it).
-        self.master_secret = self.database.master_secret
-        #: Secrets Manager secret of the replication role (username, password, host, port,
-        #: dbname) that the Debezium connectors use.
-        self.replication_secret = self.bootstrap.replication_secret
-
         self.alarms = DatabaseAlarms(
             self,
             "Alarms",
@@ -76,6 +61,22 @@ class DatabaseStack(cdk.Stack):
         )
         #: SNS topic of the database alarms.
         self.alarm_topic = self.alarms.topic
+
+        self.bootstrap = ReplicationBootstrap(
+            self,
+            "ReplicationBootstrap",
+            config=config,
+            vpc=vpc,
+            cluster=self.cluster,
+            master_secret=self.database.master_secret,
+            encryption_key=self.encryption_key,
+            alarm_topic=self.alarm_topic,
+        )
+        #: Secrets Manager secret of the master user (the bootstrap's custom resources use it).
+        self.master_secret = self.database.master_secret
+        #: Secrets Manager secret of the replication role (username, password, host, port,
+        #: dbname) that the Debezium connectors use.
+        self.replication_secret = self.bootstrap.replication_secret
 
         self.operator_access = OperatorAccess(self, "OperatorAccess", vpc=vpc)
         self.cluster.connections.allow_default_port_from(

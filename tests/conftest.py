@@ -13,8 +13,43 @@ SHARED = ROOT.parent / "shared"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 
+def _test_rds_ca() -> str:
+    """A self-made CA certificate standing in for the RDS bundle (`make rds-ca`), which CI
+    does not download: every synth of the session, subprocesses included, ships it."""
+    import datetime
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cdc-lake test RDS CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = Path(tempfile.mkdtemp(prefix="cdclake-test-rds-ca-")) / "global-bundle.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(path)
+
+
+os.environ.setdefault("CDCLAKE_RDS_CA_BUNDLE", _test_rds_ca())
+
+
 def cdk_context() -> dict[str, object]:
-    return dict(json.loads((ROOT / "cdk.json").read_text())["context"])
+    from tests.cdk.stack_helpers import PLUGIN_CONTEXT  # CI has no `make plugins` zips
+
+    return {**json.loads((ROOT / "cdk.json").read_text())["context"], **PLUGIN_CONTEXT}
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import requests
 from cdclake.config import EnvironmentConfig
 from connectors.configs import (
     CONFIG_PROVIDER,
+    S3_IMPORT_PROVIDER,
     DatabaseEndpoint,
     connector_name,
     debezium_source_config,
@@ -38,6 +39,7 @@ SOURCE_OVERRIDES = {
     "database.user": "credential (the secrets file instead of a secret ARN)",
     "database.password": "credential (the secrets file instead of a secret ARN)",
     "database.sslmode": "endpoint (the local server has no TLS certificate)",
+    "database.sslrootcert": "endpoint (the local server has no TLS certificate)",
     "topic.creation.default.replication.factor": "endpoint (one broker)",
 }
 SINK_OVERRIDES = {
@@ -50,6 +52,11 @@ SINK_OVERRIDES = {
 WORKER_OVERRIDES = {
     f"config.providers.{CONFIG_PROVIDER}.class": "credential (file provider)",
     f"config.providers.{CONFIG_PROVIDER}.param.region": "credential (file provider)",
+    # No RDS CA bundle to fetch from S3 (and no msk-config-providers on the plugin path).
+    "config.providers": "endpoint (no s3import: the local server has no TLS certificate)",
+    f"config.providers.{S3_IMPORT_PROVIDER}.class": "endpoint (no TLS certificate)",
+    f"config.providers.{S3_IMPORT_PROVIDER}.param.region": "endpoint (no TLS certificate)",
+    "offset.storage.replication.factor": "endpoint (one broker)",
 }
 
 
@@ -91,6 +98,7 @@ def source_config(config: EnvironmentConfig, endpoints: LocalEndpoints) -> dict[
     # The secret id is the secrets file: the generated ${secretsmanager:<id>:password} then
     # resolves through the file provider, and user and password need no override.
     settings["database.sslmode"] = "disable"
+    settings.pop("database.sslrootcert", None)
     return settings
 
 

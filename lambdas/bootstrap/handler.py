@@ -10,8 +10,15 @@ run time and never logged or returned.
 A direct invocation with ``{"RequestType": "Reconcile"}`` re-runs the bootstrap with the
 properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the application's
 migrations created a table the first run reported as missing; a schedule does the same hourly.
+pgoutput never publishes rows written before a table joined the publication, so a Reconcile
+that adds tables also signals an incremental snapshot of them, to the signal table of each
+capture that carries them (lake, fanout).
 Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Environment``): the
 configured tables the database does not have yet, which therefore are not captured.
+
+TLS to Aurora is verified against the RDS CA bundle the stack ships in a layer
+(``RDS_CA_BUNDLE``); only an environment that opts out (``database.tls_verify: false``)
+connects without verifying the server.
 
 The same function serves ``Custom::SnapshotSignal`` in the capture stack. It is updated after
 the connectors, so when a deploy adds lake tables, Debezium has restarted with them in its
@@ -36,6 +43,7 @@ from lambdas.bootstrap.sql import (
     bootstrap,
     publication_tables,
     signal_incremental_snapshot,
+    signal_joined_tables,
     teardown,
 )
 
@@ -58,17 +66,22 @@ def read_secret(arn: str) -> dict[str, Any]:
     return dict(json.loads(value))
 
 
-def _tls_context() -> ssl.SSLContext:
-    """TLS to Aurora. The RDS CA is not in the public trust store: verify when a bundle ships
-    beside the handler (``rds-ca-bundle.pem``), otherwise encrypt without verifying the peer
-    (the connection never leaves the VPC)."""
-    bundle = os.path.join(os.path.dirname(__file__), "rds-ca-bundle.pem")
-    if os.path.exists(bundle):
+def tls_context() -> ssl.SSLContext:
+    """TLS to Aurora, verified against the RDS CA bundle (``RDS_CA_BUNDLE``; the RDS CAs are
+    not in the public trust store), the host name checked against the certificate.
+
+    Without a bundle only an explicit opt-out (``DATABASE_TLS_VERIFY=false``, from
+    ``database.tls_verify: false``) encrypts without verifying the server.
+    """
+    bundle = os.environ.get("RDS_CA_BUNDLE")
+    if bundle:
         return ssl.create_default_context(cafile=bundle)
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
+    if os.environ.get("DATABASE_TLS_VERIFY") == "false":
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    raise RuntimeError("RDS_CA_BUNDLE is not set and database.tls_verify is not false")
 
 
 def connect(secret: dict[str, Any], database: str) -> Connection:
@@ -79,7 +92,7 @@ def connect(secret: dict[str, Any], database: str) -> Connection:
         host=secret["host"],
         port=int(secret.get("port", 5432)),
         database=database,
-        ssl_context=_tls_context(),
+        ssl_context=tls_context(),
         timeout=30,
     )
 
@@ -103,6 +116,7 @@ def _run(
     removed_tables: list[str],
     read_secret: SecretReader,
     connect: Connector,
+    signal_joined: bool = False,
 ) -> dict[str, Any]:
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
     database = props["Database"]
@@ -119,8 +133,15 @@ def _run(
             password_works=works,
             removed_tables=removed_tables,
         )
+        signals = (
+            signal_joined_tables(conn, spec, result.joined_tables)
+            if signal_joined and result.joined_tables
+            else {}
+        )
     finally:
         conn.close()
+    if signals:
+        LOG.info("incremental snapshot signalled for %s: %s", result.joined_tables, signals)
     LOG.info(
         "bootstrap done: role_created=%s password_set=%s publication_changed=%s "
         "published=%s missing=%s replica_identity_changed=%s",
@@ -142,6 +163,7 @@ def _run(
             "Publication": spec.publication,
             "PublishedTables": ",".join(result.published_tables),
             "MissingTables": ",".join(result.missing_tables),
+            "SignalledTables": ",".join(result.joined_tables) if signals else "",
         },
     }
 
@@ -153,6 +175,23 @@ def create(
     connect: Connector = connect,
 ) -> dict[str, Any]:
     return _run(props, removed_tables=[], read_secret=read_secret, connect=connect)
+
+
+def reconcile(
+    props: dict[str, Any],
+    *,
+    read_secret: SecretReader = read_secret,
+    connect: Connector = connect,
+) -> dict[str, Any]:
+    """Same as create, and tables that joined the publication are signalled for a snapshot.
+
+    A CloudFormation create or update does not signal: on a deploy the connectors may not yet
+    include a new table (the capture stack's ``Custom::SnapshotSignal`` signals after them).
+    Between deploys the connectors already include every configured table.
+    """
+    return _run(
+        props, removed_tables=[], read_secret=read_secret, connect=connect, signal_joined=True
+    )
 
 
 def update(
@@ -241,5 +280,6 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         return delete(event["ResourceProperties"], event["PhysicalResourceId"])
     if request == "Reconcile":
         props = json.loads(os.environ["BOOTSTRAP_PROPERTIES"])
-        return create(props)
+        # Looked up at call time (not bound as defaults), so a test can stand in a database.
+        return reconcile(props, read_secret=read_secret, connect=connect)
     raise ValueError(f"unknown request type {request!r}")

@@ -128,6 +128,13 @@ class Database(Construct):
             else cdk.RemovalPolicy.DESTROY,
         )
         self.cluster.node.add_dependency(self.log_group)
+        # A long-lived environment keeps the master secret with the cluster's final snapshot:
+        # a restore needs its credentials. (``cluster.secret`` is the attachment; the secret
+        # itself is the cluster's child.)
+        (generated,) = [c for c in self.cluster.node.children if isinstance(c, rds.DatabaseSecret)]
+        generated.apply_removal_policy(
+            cdk.RemovalPolicy.RETAIN if config.deletion_protection else cdk.RemovalPolicy.DESTROY
+        )
         if not config.deletion_protection:
             acknowledge(
                 self.cluster,

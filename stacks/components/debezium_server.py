@@ -4,12 +4,18 @@ Offsets are kept in a file on EFS (Debezium's FileOffsetBackingStore): they surv
 restarts and replacements, need no extra database objects or grants, and the single-task
 service (never two tasks at once) is the only writer. The database user and password come
 from Secrets Manager as ECS secrets; everything else is plain configuration from config.
+
+The RDS CA bundle (``database.sslrootcert``) is an S3 asset: ECS mounts no S3 object, and the
+Debezium image is used as published, so a short-lived AWS CLI container copies the object into
+a task-scoped volume before Debezium Server starts, and Debezium mounts it read-only.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -18,11 +24,17 @@ from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
-from connectors.configs import DatabaseEndpoint, debezium_server_properties, environment_variables
+from connectors.configs import (
+    DEBEZIUM_SERVER_RDS_CA,
+    DatabaseEndpoint,
+    debezium_server_properties,
+    environment_variables,
+)
 from stacks.components.log_storage import log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
 
@@ -31,6 +43,10 @@ OFFSETS_FILE = f"{DATA_DIR}/offsets.dat"
 JBOSS_UID = "185"  # the Debezium Server image runs as jboss (185:185)
 HEALTH_PORT = 8080
 ROUTER = "org.apache.kafka.connect.transforms.RegexRouter"
+RDS_CA_DIR = posixpath.dirname(DEBEZIUM_SERVER_RDS_CA)
+RDS_CA_VOLUME = "rds-ca"
+# Copies the RDS CA bundle from S3 before Debezium starts (entrypoint `aws`); pinned by tag.
+AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23"
 
 
 def stream_routes(properties: Mapping[str, str], stream_names: Mapping[str, str]) -> dict[str, str]:
@@ -67,8 +83,11 @@ class DebeziumServer(Construct):
         database_secret_arn: str,
         database_key: kms.IKey | None,
         streams: Mapping[str, kinesis.IStream],
+        rds_ca_bundle: Path | None,
     ) -> None:
-        """``streams``: the Kinesis stream of each captured topic, by topic name."""
+        """``streams``: the Kinesis stream of each captured topic, by topic name.
+        ``rds_ca_bundle``: the RDS CA bundle Debezium verifies Aurora with; None when
+        ``database.tls_verify`` is false."""
         super().__init__(scope, construct_id)
 
         # The task reaches the database, EFS and AWS APIs; nothing reaches the task.
@@ -137,7 +156,12 @@ class DebeziumServer(Construct):
             self, "ReplicationSecret", database_secret_arn
         )
         properties = stream_routes(
-            debezium_server_properties(config, database=database, offsets_file=OFFSETS_FILE),
+            debezium_server_properties(
+                config,
+                database=database,
+                offsets_file=OFFSETS_FILE,
+                rds_ca=DEBEZIUM_SERVER_RDS_CA,
+            ),
             {topic: stream.stream_name for topic, stream in streams.items()},
         )
         self.container = self.task_definition.add_container(
@@ -168,6 +192,8 @@ class DebeziumServer(Construct):
         self.container.add_mount_points(
             ecs.MountPoint(container_path=DATA_DIR, source_volume="data", read_only=False)
         )
+        if rds_ca_bundle is not None:
+            self._ship_rds_ca(rds_ca_bundle)
         if database_key is not None:
             self.task_definition.obtain_execution_role().add_to_principal_policy(
                 iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
@@ -202,4 +228,44 @@ class DebeziumServer(Construct):
                     "password are ECS secrets from Secrets Manager"
                 ),
             },
+        )
+
+    def _ship_rds_ca(self, bundle: Path) -> None:
+        """The bundle as an asset, copied into a task volume by a container that must succeed
+        before Debezium starts; the task role reads that one object only."""
+        asset = s3_assets.Asset(self, "RdsCaBundle", path=str(bundle))
+        self.rds_ca_asset = asset
+        self.task_definition.add_volume(name=RDS_CA_VOLUME)
+        stack = cdk.Stack.of(self)
+        fetch = self.task_definition.add_container(
+            "rds-ca",
+            image=ecs.ContainerImage.from_registry(AWS_CLI_IMAGE),
+            essential=False,
+            command=[
+                "s3",
+                "cp",
+                "--only-show-errors",
+                "--region",
+                stack.region,
+                asset.s3_object_url,
+                DEBEZIUM_SERVER_RDS_CA,
+            ],
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="rds-ca", log_group=self.log_group),
+        )
+        fetch.add_mount_points(
+            ecs.MountPoint(container_path=RDS_CA_DIR, source_volume=RDS_CA_VOLUME, read_only=False)
+        )
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path=RDS_CA_DIR, source_volume=RDS_CA_VOLUME, read_only=True)
+        )
+        self.container.add_container_dependencies(
+            ecs.ContainerDependency(
+                container=fetch, condition=ecs.ContainerDependencyCondition.SUCCESS
+            )
+        )
+        self.task_definition.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[asset.bucket.arn_for_objects(asset.s3_object_key)],
+            )
         )

@@ -159,7 +159,13 @@ class KafkaCluster(Construct):
         """Kafka data-plane IAM for a Connect worker: its topics and consumer groups only."""
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
+                actions=[
+                    "kafka-cluster:Connect",
+                    "kafka-cluster:DescribeCluster",
+                    # Kafka 3.x producers (Connect 3.7's included) are idempotent by default;
+                    # with IAM auth their first write fails without this cluster action.
+                    "kafka-cluster:WriteDataIdempotently",
+                ],
                 resources=[self.cluster_arn],
             )
         )

@@ -1,10 +1,12 @@
 """MSK Connect: the Debezium PostgreSQL source and the S3 sink, with their plugins and worker.
 
-Plugins are located by ``connect.debezium_plugin`` / ``connect.s3_sink_plugin``: an
-``s3://bucket/key`` is referenced as is (synth needs no jar), a local path is uploaded as an
-asset and must exist (``connectors/package_plugins.sh`` builds it). Both connectors share one
-worker configuration whose offsets live in a named, compacted topic, so a replaced source
-connector resumes from its last LSN instead of re-snapshotting.
+Plugins are located by ``connect.debezium_plugin`` / ``connect.s3_sink_plugin`` (the capture
+stack lets a CDK context value of the same name override them): an ``s3://bucket/key`` is
+referenced as is, a local path is uploaded as an asset and must exist. The defaults are the zips
+``make plugins`` builds into ``connectors/dist``, so a deploy after it needs no config edit; a
+missing zip or a placeholder bucket fails synth with one line naming ``make plugins``. Both
+connectors share one worker configuration whose offsets live in a named, compacted topic, so a
+replaced source connector resumes from its last LSN instead of re-snapshotting.
 
 CloudFormation replaces a plugin, a worker configuration or a connector whose plugin or worker
 configuration changed, and cannot replace a resource that keeps its name. Plugins and the worker
@@ -31,9 +33,10 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import PLUGIN_PLACEHOLDER_BUCKET, ConfigError, EnvironmentConfig
 from connectors import versions
 from connectors.configs import (
+    MSK_CONNECT_RDS_CA,
     TOPICS_DIR,
     DatabaseEndpoint,
     connector_name,
@@ -41,6 +44,7 @@ from connectors.configs import (
     heartbeat_topic,
     render_properties,
     replication_factor,
+    s3_import_reference,
     s3_sink_config,
     worker_properties,
 )
@@ -49,10 +53,14 @@ from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge_wildcards
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# MSK Connect's own topics and groups (configs, status, default offsets, the worker group):
+# AWS pages name both prefixes, so both are granted.
+MSK_CONNECT_INTERNAL = ["__amazon_msk_connect_*", "__msk_connect_*"]
+BUILD_HINT = "run `make plugins` (or set an s3://bucket/key you uploaded)"
 
 
-class PluginNotFound(ValueError):
-    """A local plugin path in config that does not exist (run connectors/package_plugins.sh)."""
+class PluginNotFound(ConfigError):
+    """A plugin location that cannot deploy: a missing local zip or a placeholder bucket."""
 
 
 @dataclass(frozen=True)
@@ -64,20 +72,24 @@ class PluginLocation:
     content_id: str
 
 
-def plugin_location(scope: Construct, construct_id: str, location: str) -> PluginLocation:
-    """Resolve ``s3://bucket/key`` or a local zip (uploaded as an asset) to bucket and key."""
+def plugin_location(
+    scope: Construct, construct_id: str, location: str, *, setting: str = "plugin"
+) -> PluginLocation:
+    """Resolve ``s3://bucket/key`` or a local zip (uploaded as an asset) to bucket and key.
+
+    ``setting`` names where the location came from in the one-line error.
+    """
     if location.startswith("s3://"):
         bucket, _, key = location[len("s3://") :].partition("/")
         if not bucket or not key:
-            raise ValueError(f"plugin location {location!r} is not s3://bucket/key")
+            raise PluginNotFound(f"{setting}: {location!r} is not s3://bucket/key")
+        if bucket == PLUGIN_PLACEHOLDER_BUCKET:
+            raise PluginNotFound(f"{setting}: {location} is a placeholder; {BUILD_HINT}")
         return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}", location)
     path = Path(location)
     path = path if path.is_absolute() else REPO_ROOT / path
     if not path.is_file():
-        raise PluginNotFound(
-            f"connector plugin {location!r} not found (looked at {path}); build it with "
-            "connectors/package_plugins.sh or set an s3://bucket/key location in config"
-        )
+        raise PluginNotFound(f"{setting}: no plugin zip at {path}; {BUILD_HINT}")
     asset = s3_assets.Asset(scope, construct_id, path=str(path))
     return PluginLocation(
         asset.s3_bucket_name, asset.s3_object_key, asset.bucket.bucket_arn, asset.asset_hash
@@ -98,7 +110,12 @@ class KafkaConnectors(Construct):
         database_key: kms.IKey | None,
         change_bucket: s3.IBucket,
         change_bucket_key: kms.IKey | None,
+        debezium_plugin: str,
+        s3_sink_plugin: str,
+        rds_ca_bundle: Path | None,
     ) -> None:
+        """``rds_ca_bundle``: the RDS CA bundle the source verifies Aurora with (uploaded as an
+        asset the workers fetch); None when ``database.tls_verify`` is false."""
         super().__init__(scope, construct_id)
 
         # Workers run in the private subnets and reach brokers, the database and AWS APIs.
@@ -112,16 +129,29 @@ class KafkaConnectors(Construct):
         kafka.allow_clients(self.security_group, "MSK Connect workers")
 
         # One role for both connectors: Kafka topics/groups, the secret, the change bucket.
+        # Only MSK Connect acting for this account's connectors may assume it (confused deputy).
+        stack = cdk.Stack.of(self)
         self.role = iam.Role(
             self,
             "ServiceExecutionRole",
-            assumed_by=iam.ServicePrincipal("kafkaconnect.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal(
+                "kafkaconnect.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": (
+                            f"arn:{stack.partition}:kafkaconnect:{stack.region}:"
+                            f"{stack.account}:connector/*"
+                        )
+                    },
+                },
+            ),
             description=f"{config.prefix} MSK Connect connectors",
         )
         kafka.grant_connect(
             self.role,
-            topics=[f"{config.prefix}.*", heartbeat_topic(config), "__amazon_msk_connect_*"],
-            groups=["__amazon_msk_connect_*", f"connect-{config.prefix}-*"],
+            topics=[f"{config.prefix}.*", heartbeat_topic(config), *MSK_CONNECT_INTERNAL],
+            groups=[*MSK_CONNECT_INTERNAL, f"connect-{config.prefix}-*"],
         )
         # Identity policies only: Secret.grant_read would edit the database stack's key policy
         # and make that stack depend on this one.
@@ -180,20 +210,40 @@ class KafkaConnectors(Construct):
         # Connector logs.
         self.log_group = log_group(self, "Logs")
 
-        # Custom plugins: from S3 as given, or uploaded from a local path.
+        # Custom plugins: from S3 as given, or uploaded from a local zip (`make plugins`).
         self.debezium_plugin = self._plugin(
             "DebeziumPlugin",
-            config.connect.debezium_plugin,
+            debezium_plugin,
+            setting="connect.debezium_plugin",
             name_prefix=config.resource_name("debezium-postgres", _slug(versions.DEBEZIUM_VERSION)),
         )
         self.s3_sink_plugin = self._plugin(
             "S3SinkPlugin",
-            config.connect.s3_sink_plugin,
+            s3_sink_plugin,
+            setting="connect.s3_sink_plugin",
             name_prefix=config.resource_name("s3-sink", _slug(versions.CONFLUENT_S3_SINK_VERSION)),
         )
 
-        # Worker configuration: offsets in a named compacted topic, the Secrets Manager provider.
-        worker = render_properties(worker_properties(config))
+        # The RDS CA bundle: MSK Connect puts no file of ours on a worker, so the source names
+        # the asset through the s3import provider, which copies it there at connector start.
+        # Without a bundle (``database.tls_verify: false``) the source sets no sslrootcert.
+        rds_ca = MSK_CONNECT_RDS_CA
+        if rds_ca_bundle is not None:
+            self.rds_ca_asset = s3_assets.Asset(self, "RdsCaBundle", path=str(rds_ca_bundle))
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"],
+                    resources=[
+                        self.rds_ca_asset.bucket.arn_for_objects(self.rds_ca_asset.s3_object_key)
+                    ],
+                )
+            )
+            rds_ca = s3_import_reference(
+                stack.region, self.rds_ca_asset.s3_bucket_name, self.rds_ca_asset.s3_object_key
+            )
+
+        # Worker configuration: offsets in a named compacted topic, the config providers.
+        worker = render_properties(worker_properties(config, s3_import=rds_ca_bundle is not None))
         self.worker_configuration = kafkaconnect.CfnWorkerConfiguration(
             self,
             "WorkerConfiguration",
@@ -210,6 +260,7 @@ class KafkaConnectors(Construct):
             database=database,
             replication_factor=replication_factor(config),
             secret_id=secret_id,
+            rds_ca=rds_ca,
         )
         sink = s3_sink_config(
             config,
@@ -295,9 +346,9 @@ class KafkaConnectors(Construct):
             connector.node.add_dependency(self.role)
 
     def _plugin(
-        self, construct_id: str, location: str, *, name_prefix: str
+        self, construct_id: str, location: str, *, setting: str, name_prefix: str
     ) -> kafkaconnect.CfnCustomPlugin:
-        found = plugin_location(self, f"{construct_id}Asset", location)
+        found = plugin_location(self, f"{construct_id}Asset", location, setting=setting)
         # An asset's key is its content hash; an s3:// location is named by where it points.
         return kafkaconnect.CfnCustomPlugin(
             self,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import ssl
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -10,18 +13,48 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import ConfigError, EnvironmentConfig
 from cdclake.replication import bootstrap_spec
+from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
-from stacks.components.python_bundling import python_code
+from stacks.components.python_bundling import REPO_ROOT, python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
+#: Where `make rds-ca` puts the RDS global CA bundle (git-ignored); CDCLAKE_RDS_CA_BUNDLE
+#: names another file (the tests' own CA).
+RDS_CA_BUNDLE = REPO_ROOT / "build" / "rds-ca" / "global-bundle.pem"
+RDS_CA_BUNDLE_VARIABLE = "CDCLAKE_RDS_CA_BUNDLE"
+
+
+def rds_ca_bundle(config: EnvironmentConfig) -> Path | None:
+    """The CA bundle the bootstrap verifies Aurora with; None when the config opts out.
+
+    A missing or unreadable bundle fails the synth with one line naming the fix.
+    """
+    if not config.database.tls_verify:
+        return None
+    bundle = Path(os.environ.get(RDS_CA_BUNDLE_VARIABLE) or RDS_CA_BUNDLE)
+    fix = (
+        f"run `make rds-ca` (or set database.tls_verify: false in config/{config.env}.yaml "
+        "to connect unverified)"
+    )
+    if not bundle.is_file():
+        raise ConfigError(f"RDS CA bundle {bundle} not found: {fix}")
+    try:
+        ssl.create_default_context(cafile=str(bundle))
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"RDS CA bundle {bundle} holds no readable certificate ({exc}): {fix}"
+        ) from None
+    return bundle
 
 
 class ReplicationBootstrap(Construct):
@@ -47,10 +80,18 @@ class ReplicationBootstrap(Construct):
         cluster: rds.DatabaseCluster,
         master_secret: secretsmanager.ISecret,
         encryption_key: kms.IKey,
+        alarm_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
         replication = config.database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        # Long-lived environments keep what outlives a stack: secrets, failed events.
+        keep = (
+            cdk.RemovalPolicy.RETAIN
+            if config.database.deletion_protection
+            else cdk.RemovalPolicy.DESTROY
+        )
+        bundle = rds_ca_bundle(config)
 
         # The replication role's own secret, completed with host/port/engine by the attachment.
         secret = rds.DatabaseSecret(
@@ -60,6 +101,7 @@ class ReplicationBootstrap(Construct):
             dbname=config.database.name,
             encryption_key=encryption_key,
         )
+        secret.apply_removal_policy(keep)
         self.replication_secret = secret.attach(cluster)
 
         # The function: in the private subnets, talks to the cluster and Secrets Manager only.
@@ -77,11 +119,25 @@ class ReplicationBootstrap(Construct):
 
         spec = bootstrap_spec(config)
         properties = {
-            "Spec": json.dumps(spec.to_dict(), sort_keys=True),
+            "Spec": json.dumps(spec, sort_keys=True),
             "Database": config.database.name,
             "MasterSecretArn": master_secret.secret_arn,
             "ReplicationSecretArn": self.replication_secret.secret_arn,
         }
+        # The RDS CA bundle in a layer of its own (/opt/<file>): not in the code asset, which
+        # is the package folder as the repository keeps it.
+        tls: dict[str, str] = {"DATABASE_TLS_VERIFY": "false"}
+        layers: list[lambda_.ILayerVersion] = []
+        if bundle is not None:
+            self.ca_layer = lambda_.LayerVersion(
+                self,
+                "RdsCaBundle",
+                code=lambda_.Code.from_asset(str(bundle.parent), exclude=["*", f"!{bundle.name}"]),
+                compatible_runtimes=[RUNTIME],
+                description="RDS CA bundle: the bootstrap verifies Aurora's certificate",
+            )
+            layers.append(self.ca_layer)
+            tls = {"RDS_CA_BUNDLE": f"/opt/{bundle.name}"}
         self.function = lambda_.Function(
             self,
             "Function",
@@ -95,10 +151,12 @@ class ReplicationBootstrap(Construct):
             vpc=vpc,
             vpc_subnets=private,
             security_groups=[self.security_group],
+            layers=layers,
             environment={
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
                 "CDCLAKE_ENVIRONMENT": config.env,
+                **tls,
             },
             log_group=log_group(self, "FunctionLogs"),
         )
@@ -124,8 +182,22 @@ class ReplicationBootstrap(Construct):
         # Wait for the writer instance, not only the cluster resource.
         self.resource.node.add_dependency(cluster)
 
-        # Tables the application creates after a deploy join the publication by themselves,
-        # and MissingTables (the alarm's metric) stays current.
+        # Reconciles that never ran or failed: EventBridge's undelivered events and the
+        # function's failed asynchronous invocations (after Lambda's own retries) land here.
+        dead_letters = dead_letter_queue(
+            self,
+            "ReconcileDeadLetters",
+            retain=keep == cdk.RemovalPolicy.RETAIN,
+            what="Reconcile runs not delivered or failed",
+            alarm_topic=alarm_topic,
+        )
+        self.dead_letter_queue, self.dead_letter_alarm = dead_letters.queue, dead_letters.alarm
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.dead_letter_queue), retry_attempts=2
+        )
+
+        # Tables the application creates after a deploy join the publication by themselves
+        # (and are snapshotted), and MissingTables (the alarm's metric) stays current.
         self.schedule = events.Rule(
             self,
             "ReconcileSchedule",
@@ -138,6 +210,7 @@ class ReplicationBootstrap(Construct):
                     self.function,
                     event=events.RuleTargetInput.from_object({"RequestType": "Reconcile"}),
                     retry_attempts=2,
+                    dead_letter_queue=self.dead_letter_queue,
                 )
             ],
         )

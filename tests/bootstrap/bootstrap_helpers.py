@@ -17,6 +17,10 @@ max_replication_slots = 10
 max_wal_senders = 10
 """
 HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
+LAKE_SIGNAL = "cdclake.debezium_signal"
+FANOUT_SIGNAL = "cdclake.debezium_signal_fanout"
+LAKE = (LAKE_SIGNAL,)
+FANOUT = (FANOUT_SIGNAL,)
 
 
 APP_SCHEMA = """
@@ -69,14 +73,14 @@ class Database:
             "replication_user": self.replication_user,
             "publication": self.publication,
             "heartbeat_table": "cdclake.heartbeat",
-            "signal_table": "cdclake.debezium_signal",
+            "signal_tables": (LAKE_SIGNAL, FANOUT_SIGNAL),
             "tables": tuple(
                 tables
                 if tables is not None
                 else [
-                    TableSpec("public.customers", "FULL"),
-                    TableSpec("public.orders"),
-                    TableSpec("public.order_lines"),
+                    TableSpec("public.customers", "FULL", LAKE),
+                    TableSpec("public.orders", "DEFAULT", (LAKE_SIGNAL, FANOUT_SIGNAL)),
+                    TableSpec("public.order_lines", "DEFAULT", LAKE),
                 ]
             ),
             "slots": ("cdclake_msk", "cdclake_fanout"),
@@ -93,6 +97,13 @@ class Database:
             "MasterSecretArn": "master",
             "ReplicationSecretArn": "replication",
         }
+
+    def signals(self, signal_table: str) -> list[tuple[str, Any]]:
+        """The (type, data) rows of a signal table, oldest first."""
+        import json
+
+        rows = self.owner.run(f"SELECT type, data FROM {signal_table} ORDER BY ctid")
+        return [(kind, json.loads(data)) for kind, data in rows]
 
     def close(self) -> None:
         self.owner.close()

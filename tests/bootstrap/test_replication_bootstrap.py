@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import struct
 from typing import Any
 
@@ -11,7 +13,7 @@ from pg8000.native import Connection, DatabaseError, InterfaceError
 
 from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import TableSpec
-from tests.bootstrap.bootstrap_helpers import Database
+from tests.bootstrap.bootstrap_helpers import FANOUT, FANOUT_SIGNAL, LAKE, LAKE_SIGNAL, Database
 
 pytestmark = pytest.mark.postgres
 
@@ -84,6 +86,7 @@ def test_bootstrap_fresh_database_creates_role_tables_and_publication(database: 
         "public.order_lines",
         "cdclake.heartbeat",
         "cdclake.debezium_signal",
+        "cdclake.debezium_signal_fanout",
     }
     rows = database.owner.run(
         "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
@@ -98,6 +101,7 @@ def test_bootstrap_fresh_database_creates_role_tables_and_publication(database: 
     assert repl.run("SELECT count(*) FROM public.orders") == [[0]]
     repl.run("INSERT INTO cdclake.heartbeat (source) VALUES ('msk')")
     repl.run("INSERT INTO cdclake.debezium_signal (id, type) VALUES ('1', 'log')")
+    repl.run("INSERT INTO cdclake.debezium_signal_fanout (id, type) VALUES ('1', 'log')")
     with pytest.raises(DatabaseError):
         repl.run("SELECT count(*) FROM public.audit_log")  # not configured: no SELECT
     repl.close()
@@ -277,8 +281,7 @@ def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:
 
 
 def _signals(database: Database) -> list[Any]:
-    rows = database.owner.run("SELECT type, data FROM cdclake.debezium_signal")
-    return [(kind, json.loads(data)) for kind, data in rows]
+    return database.signals(LAKE_SIGNAL)
 
 
 def test_snapshot_signal_update_signals_added_published_tables(database: Database) -> None:
@@ -390,3 +393,199 @@ def test_on_event_physical_id_names_database_and_publication(database: Database)
     response = handler.create(props, read_secret=database.read_secret, connect=database.connect)
     assert response["PhysicalResourceId"] == f"{database.name}/{database.publication}"
     assert json.loads(props["Spec"])["publication"] == database.publication
+
+
+def _late_props(database: Database, *late: TableSpec) -> dict[str, Any]:
+    """Props whose spec adds ``late`` tables the application has not created yet."""
+    return database.props(database.spec([*database.spec().tables, *late]))
+
+
+def test_reconcile_table_created_after_deploy_signalled_to_each_capture(
+    database: Database,
+) -> None:
+    props = _late_props(
+        database,
+        TableSpec("public.late_both", "DEFAULT", (LAKE_SIGNAL, FANOUT_SIGNAL)),
+        TableSpec("public.late_lake", "DEFAULT", LAKE),
+        TableSpec("public.late_fanout", "DEFAULT", FANOUT),
+    )
+    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    for name in ("late_both", "late_lake", "late_fanout"):
+        # The application's migration, and rows pgoutput never published.
+        database.owner.run(f"CREATE TABLE public.{name} (id bigint PRIMARY KEY)")
+        database.owner.run(f"INSERT INTO public.{name} VALUES (1)")
+
+    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+
+    assert response["Data"]["SignalledTables"] == (
+        "public.late_both,public.late_lake,public.late_fanout"
+    )
+    assert database.signals(LAKE_SIGNAL) == [
+        (
+            "execute-snapshot",
+            {
+                "data-collections": ["public.late_both", "public.late_lake"],
+                "type": "incremental",
+            },
+        )
+    ]
+    assert database.signals(FANOUT_SIGNAL) == [
+        (
+            "execute-snapshot",
+            {
+                "data-collections": ["public.late_both", "public.late_fanout"],
+                "type": "incremental",
+            },
+        )
+    ]
+
+
+def test_reconcile_signal_follows_publication_change_on_the_slot(database: Database) -> None:
+    # What a capture reads from its slot: the table joins, then the signal row arrives.
+    props = _late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE))
+    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    repl = database.connect_as(
+        database.replication_user, database.secrets["replication"]["password"]
+    )
+    repl.run("SELECT pg_create_logical_replication_slot('cdclake_msk', 'pgoutput')")
+    database.owner.run("CREATE TABLE public.shipments (id bigint PRIMARY KEY)")
+    database.owner.run("INSERT INTO public.shipments VALUES (1)")
+
+    handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+
+    seen = changes(repl, "cdclake_msk", database.publication)
+    repl.close()
+    assert ("I", LAKE_SIGNAL) in seen
+    assert ("I", FANOUT_SIGNAL) not in seen
+    assert ("I", "public.shipments") not in seen  # the row before joining: only a snapshot reads it
+
+
+def test_reconcile_without_joined_tables_signals_nothing(database: Database) -> None:
+    props = database.props(database.spec())
+    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+
+    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+
+    assert response["Data"]["SignalledTables"] == ""
+    assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
+
+
+def test_reconcile_first_run_signals_nothing(database: Database) -> None:
+    # A new publication comes before any slot: the connectors' initial snapshot reads it all.
+    props = database.props(database.spec())
+
+    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+
+    assert response["Data"]["SignalledTables"] == ""
+    assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
+
+
+def test_update_adding_table_leaves_signal_to_snapshot_signal_resource(database: Database) -> None:
+    # On a deploy the connectors may not include the table yet: Custom::SnapshotSignal signals.
+    first = database.props(database.spec())
+    handler.create(first, read_secret=database.read_secret, connect=database.connect)
+
+    handler.update(
+        _late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE)),
+        first,
+        read_secret=database.read_secret,
+        connect=database.connect,
+    )
+
+    assert database.signals(LAKE_SIGNAL) == []
+
+
+def test_on_event_reconcile_runs_bootstrap_properties_from_environment(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    props = _late_props(database, TableSpec("public.late_table", "DEFAULT", LAKE))
+    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    database.owner.run("CREATE TABLE public.late_table (id bigint PRIMARY KEY)")
+    monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
+    monkeypatch.setattr(handler, "read_secret", database.read_secret)
+    monkeypatch.setattr(handler, "connect", database.connect)
+
+    response = handler.on_event({"RequestType": "Reconcile"})
+
+    assert response["Data"]["SignalledTables"] == "public.late_table"
+
+
+def test_spec_previous_deploy_single_signal_table_still_read() -> None:
+    # A rollback replays the previous deploy's properties against the new code.
+    from lambdas.bootstrap.sql import BootstrapSpec
+
+    spec = BootstrapSpec.from_dict(
+        {
+            "replication_user": "r",
+            "publication": "p",
+            "heartbeat_table": "cdclake.heartbeat",
+            "signal_table": LAKE_SIGNAL,
+            "tables": [{"name": "public.orders"}],
+        }
+    )
+
+    assert spec.signal_tables == (LAKE_SIGNAL,)
+    assert spec.tables[0].signal_tables == ()
+
+
+def test_tls_context_bundle_verifies_certificate_and_host_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # tests/conftest.py writes a self-made CA standing in for the RDS bundle.
+    monkeypatch.setenv("RDS_CA_BUNDLE", os.environ["CDCLAKE_RDS_CA_BUNDLE"])
+    monkeypatch.delenv("DATABASE_TLS_VERIFY", raising=False)
+
+    context = handler.tls_context()
+
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    subjects = [cert["subject"] for cert in context.get_ca_certs()]
+    assert subjects == [((("commonName", "cdc-lake test RDS CA"),),)]
+
+
+def test_tls_context_without_bundle_or_opt_out_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RDS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("DATABASE_TLS_VERIFY", raising=False)
+
+    with pytest.raises(RuntimeError, match="RDS_CA_BUNDLE"):
+        handler.tls_context()
+
+
+def test_tls_context_explicit_opt_out_encrypts_unverified(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RDS_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("DATABASE_TLS_VERIFY", "false")
+
+    context = handler.tls_context()
+
+    assert context.verify_mode == ssl.CERT_NONE
+
+
+def test_on_event_reconcile_publishes_late_table_and_restores_replica_identity(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables = [*database.spec().tables, TableSpec("public.late_full", "FULL", LAKE)]
+    props = database.props(database.spec(tables))
+    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    # After the deploy: the migration creates the table; another one resets an identity.
+    database.owner.run("CREATE TABLE public.late_full (id bigint PRIMARY KEY, note text)")
+    database.owner.run("ALTER TABLE public.customers REPLICA IDENTITY DEFAULT")
+    monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
+    monkeypatch.setattr(handler, "read_secret", database.read_secret)
+    monkeypatch.setattr(handler, "connect", database.connect)
+
+    handler.on_event({"RequestType": "Reconcile"})
+
+    published = database.owner.run(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
+        p=database.publication,
+    )
+    assert "public.late_full" in {r[0] for r in published}
+    identities = dict(
+        database.owner.run(
+            "SELECT relname, relreplident::text FROM pg_class "
+            "WHERE relname IN ('customers', 'late_full') AND relkind = 'r'"
+        )
+    )
+    assert identities == {"customers": "f", "late_full": "f"}
+    assert database.owner.run(
+        "SELECT has_table_privilege(:u, 'public.late_full', 'SELECT')", u=database.replication_user
+    ) == [[True]]

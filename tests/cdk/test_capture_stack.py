@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 
-from cdclake.config import load_config
+from cdclake.config import ConfigError, load_config
 from connectors.configs import render_properties, worker_properties
 from stacks.components.kafka_connectors import PluginNotFound, digest, plugin_location
-from tests.cdk.stack_helpers import normalized, only, resources, stable, strings, synth_variant
+from tests.cdk.stack_helpers import (
+    PLUGIN_CONTEXT,
+    as_list,
+    cdk_context,
+    file_asset_locations,
+    flat,
+    normalized,
+    only,
+    resources,
+    stable,
+    strings,
+    synth_config_variant,
+    synth_variant,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.cdk
 
@@ -30,13 +48,28 @@ def upgrade_step(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         "dev",
         "capture",
         connectors_deployed=False,
-        debezium_plugin="s3://REPLACE-ME/plugins/debezium-connector-postgres-next.zip",
+        debezium_plugin="s3://cdclake-test-plugins/plugins/debezium-connector-postgres-next.zip",
     )
 
 
 @pytest.fixture(scope="module")
 def prod(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return synth("prod").template("capture")
+
+
+@pytest.fixture(scope="module")
+def unverified() -> dict[str, Any]:
+    """dev with ``database.tls_verify: false`` (the fan-out tests share this synth)."""
+    return synth_config_variant("dev", "database", tls_verify=False)["capture"]
+
+
+@pytest.fixture(scope="module")
+def rds_ca_object(synth) -> str:  # type: ignore[no-untyped-def]
+    """``bucket/key`` of the capture stack's asset holding the session's RDS CA bundle."""
+    dev = synth("dev")
+    bundle = Path(os.environ["CDCLAKE_RDS_CA_BUNDLE"]).read_bytes()
+    (location,) = file_asset_locations(dev.outdir, dev.stacks["capture"].artifact_id, bundle)
+    return location
 
 
 def _connector(template: dict[str, Any], role: str) -> dict[str, Any]:
@@ -93,14 +126,17 @@ def test_capture_msk_topics_not_auto_created(dev: dict[str, Any]) -> None:
     assert "default.replication.factor=2" in properties
 
 
-def test_capture_plugins_referenced_from_configured_s3_location(dev: dict[str, Any]) -> None:
+def test_capture_plugins_context_location_overrides_config(dev: dict[str, Any]) -> None:
+    # The tests' context gives s3:// locations (`-c debezium_plugin=...`), as CI has no zips.
     plugins = resources(dev, "AWS::KafkaConnect::CustomPlugin").values()
     locations = sorted(p["Location"]["S3Location"]["FileKey"] for p in plugins)
     assert locations == [
         "plugins/confluentinc-kafka-connect-s3-10.5.17.zip",
         "plugins/debezium-connector-postgres-2.7.4.Final.zip",
     ]
-    assert all("REPLACE-ME" in str(p["Location"]["S3Location"]["BucketArn"]) for p in plugins)
+    assert {_config_value(p["Location"]["S3Location"]["BucketArn"]) for p in plugins} == {
+        "arn:<token>:s3:::cdclake-test-plugins"
+    }
 
 
 def _names(template: dict[str, Any], resource_type: str) -> set[str]:
@@ -126,7 +162,7 @@ def test_capture_plugin_new_location_gets_new_name(
 
 
 def test_capture_worker_configuration_named_by_its_content(dev: dict[str, Any]) -> None:
-    content = render_properties(worker_properties(load_config("dev")))
+    content = render_properties(worker_properties(load_config("dev"), s3_import=True))
     assert _names(dev, "AWS::KafkaConnect::WorkerConfiguration") == {
         f"cdclake-dev-connect-worker-{digest(content)}"
     }
@@ -150,7 +186,10 @@ def test_capture_worker_configuration_names_compacted_offsets_topic(dev: dict[st
     worker = only(dev, "AWS::KafkaConnect::WorkerConfiguration")
     properties = base64.b64decode(worker["PropertiesFileContent"]).decode()
     assert "offset.storage.topic=cdclake-dev.connect-offsets\n" in properties
-    assert "config.providers=secretsmanager\n" in properties
+    assert (
+        "config.providers.secretsmanager.class="
+        "com.amazonaws.kafka.config.providers.SecretsManagerConfigProvider\n"
+    ) in properties
 
 
 def test_capture_both_connectors_use_the_worker_configuration(dev: dict[str, Any]) -> None:
@@ -211,6 +250,69 @@ def test_capture_connector_role_reads_only_the_replication_secret(dev: dict[str,
     assert "*" not in json.dumps(statements[0]["Resource"])
 
 
+def _connect_role(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    for logical_id, props in resources(template, "AWS::IAM::Role").items():
+        principals = [
+            s["Principal"].get("Service") for s in props["AssumeRolePolicyDocument"]["Statement"]
+        ]
+        if "kafkaconnect.amazonaws.com" in principals:
+            return logical_id, props
+    raise AssertionError("no role assumed by kafkaconnect.amazonaws.com")
+
+
+def _connect_role_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    role_id, _ = _connect_role(template)
+    return [
+        statement
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Roles"]
+        for statement in policy["PolicyDocument"]["Statement"]
+    ]
+
+
+def _kafka_resources(template: dict[str, Any], action: str) -> set[str]:
+    """Flattened ARNs of the Connect role's statements that allow ``action``."""
+    return {
+        _config_value(resource)
+        for s in _connect_role_statements(template)
+        if action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+        for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
+
+
+def test_capture_connect_role_writes_idempotently_on_the_cluster(dev: dict[str, Any]) -> None:
+    # Connect 3.7's producers are idempotent: without this, the first write is refused.
+    (cluster_id,) = resources(dev, "AWS::MSK::Cluster")
+    statements = [
+        s
+        for s in _connect_role_statements(dev)
+        if "kafka-cluster:WriteDataIdempotently" in s["Action"]
+    ]
+    assert [s["Resource"] for s in statements] == [{"Fn::GetAtt": [cluster_id, "Arn"]}]
+
+
+@pytest.mark.parametrize(
+    ("action", "kind"),
+    [("kafka-cluster:WriteData", "topic"), ("kafka-cluster:DescribeGroup", "group")],
+)
+def test_capture_connect_role_grants_both_internal_prefixes(
+    dev: dict[str, Any], action: str, kind: str
+) -> None:
+    arns = _kafka_resources(dev, action)
+    for prefix in ("__amazon_msk_connect_*", "__msk_connect_*"):
+        assert [a for a in arns if f":{kind}/" in a and a.endswith(f"/{prefix}")], prefix
+
+
+def test_capture_connect_role_trusts_only_own_account_connectors(dev: dict[str, Any]) -> None:
+    _, role = _connect_role(dev)
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    condition = statement["Condition"]
+    assert condition["StringEquals"] == {"aws:SourceAccount": "111111111111"}
+    assert _config_value(condition["ArnLike"]["aws:SourceArn"]) == (
+        "arn:<token>:kafkaconnect:eu-west-1:111111111111:connector/*"
+    )
+
+
 def test_capture_database_ingress_lives_in_capture_stack(synth) -> None:  # type: ignore[no-untyped-def]
     port = synth("dev").stacks["database"].port
     ingress = [
@@ -240,9 +342,54 @@ def test_plugin_location_s3_uri_is_referenced() -> None:
     assert not stack.node.children
 
 
-def test_plugin_location_missing_local_file_fails_clearly(tmp_path: Path) -> None:
-    with pytest.raises(PluginNotFound, match=r"package_plugins\.sh"):
-        plugin_location(cdk.Stack(), "P", str(tmp_path / "missing.zip"))
+def test_plugin_location_missing_local_file_fails_in_one_line_naming_make_plugins(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(PluginNotFound) as raised:
+        plugin_location(cdk.Stack(), "P", str(tmp_path / "missing.zip"), setting="connect.x")
+    message = str(raised.value)
+    assert "`make plugins`" in message and "connect.x" in message and "\n" not in message
+    assert isinstance(raised.value, ConfigError)  # app.py exits with it, no traceback
+
+
+def test_plugin_location_placeholder_bucket_fails_naming_make_plugins() -> None:
+    stack = cdk.Stack()
+    with pytest.raises(PluginNotFound, match=r"placeholder.*`make plugins`"):
+        plugin_location(stack, "P", "s3://REPLACE-ME/plugins/x.zip")
+    assert not stack.node.children
+
+
+@pytest.mark.slow
+def test_app_synth_without_built_plugins_exits_with_one_line(tmp_path: Path) -> None:
+    """A real environment whose default plugin zips were not built: one line, no traceback."""
+    config = load_config("dev")
+    built = [p for p in (config.connect.debezium_plugin,) if (ROOT / p).is_file()]
+    if built:
+        pytest.skip(f"{built[0]} exists here (`make plugins` ran), so dev synthesizes")
+    context = {k: v for k, v in cdk_context().items() if k not in PLUGIN_CONTEXT}
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True)
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({**context, "env": "dev"}),
+        "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+        # jsii's banner about this Node's end of life is not the app's output.
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": node.stdout.strip("v\n").split(".")[0],
+    }
+    completed = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    # Before it, stderr holds CDK's own progress lines (asset bundling, deprecations).
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stderr, completed.stderr[-2000:]
+    last = completed.stderr.strip().splitlines()[-1]
+    assert last.startswith("connect.debezium_plugin: no plugin zip at ")
+    assert "`make plugins`" in last
 
 
 def test_plugin_location_local_file_becomes_asset(tmp_path: Path) -> None:
@@ -252,6 +399,56 @@ def test_plugin_location_local_file_becomes_asset(tmp_path: Path) -> None:
     found = plugin_location(stack, "P", str(plugin))
     assert found.key.endswith(".zip")
     assert stack.node.try_find_child("P") is not None
+
+
+def _worker_properties(template: dict[str, Any]) -> dict[str, str]:
+    worker = only(template, "AWS::KafkaConnect::WorkerConfiguration")
+    text = base64.b64decode(worker["PropertiesFileContent"]).decode()
+    return dict(line.split("=", 1) for line in text.splitlines() if line)
+
+
+def test_capture_worker_declares_s3import_provider(dev: dict[str, Any]) -> None:
+    worker = _worker_properties(dev)
+    assert worker["config.providers"].split(",") == ["secretsmanager", "s3import"]
+    assert worker["config.providers.s3import.class"] == (
+        "com.amazonaws.kafka.config.providers.S3ImportConfigProvider"
+    )
+    assert worker["config.providers.s3import.param.region"] == "eu-west-1"
+
+
+def test_capture_debezium_rds_ca_is_the_bundle_asset_through_s3import(
+    dev: dict[str, Any], rds_ca_object: str
+) -> None:
+    settings = _connector(dev, "debezium-source")["ConnectorConfiguration"]
+    assert settings["database.sslmode"] == "verify-full"
+    # The provider copies s3://<bucket>/<key> to the worker and resolves to the local path.
+    assert flat(settings["database.sslrootcert"]) == f"${{s3import:eu-west-1:{rds_ca_object}}}"
+
+
+def test_capture_connect_role_reads_exactly_the_rds_ca_object(
+    dev: dict[str, Any], rds_ca_object: str
+) -> None:
+    bucket = rds_ca_object.split("/", 1)[0]
+    on_assets = [
+        s
+        for s in _connect_role_statements(dev)
+        if any(bucket in flat(r) for r in as_list(s["Resource"]))
+    ]
+    assert len(on_assets) == 1
+    assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
+    assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
+        f"arn:<AWS::Partition>:s3:::{rds_ca_object}"
+    ]
+
+
+def test_capture_tls_opt_out_no_asset_provider_or_root_cert(unverified: dict[str, Any]) -> None:
+    worker = _worker_properties(unverified)
+    assert worker["config.providers"] == "secretsmanager"
+    assert not [k for k in worker if "s3import" in k]
+    settings = _connector(unverified, "debezium-source")["ConnectorConfiguration"]
+    assert settings["database.sslmode"] == "require"
+    assert "database.sslrootcert" not in settings
+    assert not [s for s in strings(unverified) if "s3import" in s or s.endswith(".pem")]
 
 
 def test_capture_no_literal_secret_strings(dev: dict[str, Any]) -> None:

@@ -120,7 +120,7 @@ def test_database_bootstrap_spec_matches_config(env: Any) -> None:
     template = env.template("database")
     resource = single(template, "Custom::ReplicationBootstrap")
     spec = json.loads(resource["Spec"])
-    assert spec == bootstrap_spec(env.config).to_dict()
+    assert spec == bootstrap_spec(env.config)
     assert [t["name"] for t in spec["tables"]] == [t.name for t in env.config.tables]
     customers = next(t for t in spec["tables"] if t["name"] == "public.customers")
     assert customers["replica_identity"] == "FULL"
@@ -266,3 +266,122 @@ def test_database_alarm_topic_subscribes_configured_email(synth) -> None:  # typ
 
     assert emails("prod") == [synth("prod").config.database.alarms.notify_email]
     assert emails("dev") == []
+
+
+def test_database_secrets_retained_in_prod_deleted_in_dev(synth) -> None:  # type: ignore[no-untyped-def]
+    for env, policy in (("dev", "Delete"), ("prod", "Retain")):
+        secrets = of_type(synth(env).template("database"), "AWS::SecretsManager::Secret")
+        assert len(secrets) == 2
+        assert {(s["DeletionPolicy"], s["UpdateReplacePolicy"]) for s in secrets} == {
+            (policy, policy)
+        }
+
+
+def _bootstrap_function(template: dict[str, Any]) -> dict[str, Any]:
+    (function,) = [
+        f
+        for f in props(template, "AWS::Lambda::Function")
+        if f.get("Handler") == "lambdas.bootstrap.handler.on_event"
+    ]
+    return function
+
+
+def test_database_bootstrap_ships_rds_ca_bundle_and_verifies(env: Any) -> None:
+    template = env.template("database")
+    function = _bootstrap_function(template)
+    variables = function["Environment"]["Variables"]
+    assert variables["RDS_CA_BUNDLE"] == "/opt/global-bundle.pem"
+    assert "DATABASE_TLS_VERIFY" not in variables
+    (layer,) = function["Layers"]
+    resource = template["Resources"][layer["Ref"]]
+    assert resource["Type"] == "AWS::Lambda::LayerVersion"
+    # The layer holds the bundle and nothing else of the folder it comes from.
+    asset_hash = resource["Properties"]["Content"]["S3Key"].removesuffix(".zip")
+    asset = Path(env.outdir) / f"asset.{asset_hash}"
+    assert sorted(p.name for p in asset.iterdir()) == ["global-bundle.pem"]
+
+
+def test_database_rds_ca_bundle_missing_fails_in_one_line_naming_make_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.config import ConfigError, load_config
+    from stacks import build_stacks
+    from tests.cdk.stack_helpers import cdk_context
+
+    monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(tmp_path / "global-bundle.pem"))
+
+    with pytest.raises(ConfigError) as raised:
+        build_stacks(cdk.App(context={**cdk_context(), "env": "prod"}), load_config("prod"))
+
+    message = str(raised.value)
+    assert "\n" not in message and "`make rds-ca`" in message
+    assert "database.tls_verify: false" in message
+
+
+def test_database_rds_ca_bundle_without_certificate_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.config import ConfigError, load_config
+    from stacks.components.replication_bootstrap import rds_ca_bundle
+
+    bundle = tmp_path / "global-bundle.pem"
+    bundle.write_text("<html>captive portal</html>\n")
+    monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(bundle))
+
+    with pytest.raises(ConfigError, match="holds no readable certificate"):
+        rds_ca_bundle(load_config("dev"))
+
+
+def test_database_tls_opt_out_needs_no_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.config import load_config
+    from stacks.components.replication_bootstrap import rds_ca_bundle
+
+    monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
+    config = load_config("dev")
+    config = config.model_copy(
+        update={"database": config.database.model_copy(update={"tls_verify": False})}
+    )
+
+    assert rds_ca_bundle(config) is None
+
+
+def test_database_reconcile_failures_land_in_encrypted_dead_letter_queue(env: Any) -> None:
+    template = env.template("database")
+    (rule,) = props(template, "AWS::Events::Rule")
+    (target,) = rule["Targets"]
+    queue_id = target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    queue = template["Resources"][queue_id]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    expected = "Retain" if env.config.database.deletion_protection else "Delete"
+    assert queue["DeletionPolicy"] == expected
+    # TLS only.
+    (policy,) = [
+        p for p in props(template, "AWS::SQS::QueuePolicy") if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["PolicyDocument"]["Statement"]
+    )
+    # The function's failed asynchronous invocations (a failing reconcile) land there too.
+    (invoke,) = props(template, "AWS::Lambda::EventInvokeConfig")
+    destination = invoke["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": [queue_id, "Arn"]}
+
+
+def test_database_reconcile_dead_letters_alarm_notifies_topic(env: Any) -> None:
+    template = env.template("database")
+    (rule,) = props(template, "AWS::Events::Rule")
+    queue_id = rule["Targets"][0]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    (alarm,) = [
+        a
+        for a in props(template, "AWS::CloudWatch::Alarm")
+        if a.get("Dimensions")
+        == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    ]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Threshold"] == 1
+    (action,) = alarm["AlarmActions"]
+    assert template["Resources"][action["Ref"]]["Type"] == "AWS::SNS::Topic"

@@ -133,9 +133,14 @@ def test_gates_cdk_cli_synth_prod_without_credentials(repo_root: Path, tmp_path:
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
         JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1",
     )
+    from tests.cdk.stack_helpers import PLUGIN_CONTEXT
+
     out = tmp_path / "cdk.out"
+    # CI builds no plugin zips: the same s3:// locations the other synths use.
+    context = ["-c", "env=prod"]
+    context += [arg for key, value in PLUGIN_CONTEXT.items() for arg in ("-c", f"{key}={value}")]
     completed = subprocess.run(
-        ["npx", "--no-install", "cdk", "synth", "-c", "env=prod", "--quiet", "-o", str(out)],
+        ["npx", "--no-install", "cdk", "synth", *context, "--quiet", "-o", str(out)],
         cwd=repo_root,
         env=env,
         capture_output=True,

@@ -11,6 +11,8 @@ from cdclake.config import EnvironmentConfig, load_config
 from connectors import versions
 from connectors.configs import (
     CONFIG_REFERENCE,
+    DEBEZIUM_SERVER_RDS_CA,
+    MSK_CONNECT_RDS_CA,
     DatabaseEndpoint,
     debezium_server_properties,
     debezium_source_config,
@@ -19,6 +21,7 @@ from connectors.configs import (
     provider_secret_id,
     render_properties,
     replication_factor,
+    s3_import_reference,
     s3_sink_config,
     secret_reference,
     topic_name,
@@ -231,12 +234,30 @@ def test_worker_offsets_in_named_topic(dev: EnvironmentConfig) -> None:
     assert worker["offset.storage.topic"] == offsets_topic(dev) == "cdclake-dev.connect-offsets"
 
 
+@pytest.mark.parametrize(("env", "replicas"), [("dev", "2"), ("prod", "3")])
+def test_worker_offsets_topic_replication_fits_the_brokers(env: str, replicas: str) -> None:
+    # Kafka's default of 3 cannot be created on dev's two brokers.
+    worker = worker_properties(load_config(env))
+    assert worker["offset.storage.replication.factor"] == replicas
+
+
 def test_worker_declares_secrets_manager_provider(dev: EnvironmentConfig) -> None:
     worker = worker_properties(dev)
     assert worker["config.providers"] == "secretsmanager"
     assert worker["config.providers.secretsmanager.class"] == (
         "com.amazonaws.kafka.config.providers.SecretsManagerConfigProvider"
     )
+
+
+def test_worker_s3_import_declares_file_provider_beside_secrets_manager(
+    dev: EnvironmentConfig,
+) -> None:
+    worker = worker_properties(dev, s3_import=True)
+    assert worker["config.providers"] == "secretsmanager,s3import"
+    assert worker["config.providers.s3import.class"] == (
+        "com.amazonaws.kafka.config.providers.S3ImportConfigProvider"
+    )
+    assert worker["config.providers.s3import.param.region"] == "eu-west-1"
 
 
 def test_render_properties_escapes_backslashes() -> None:
@@ -268,12 +289,15 @@ def test_environment_variables_round_trip_to_property_names(server: dict[str, st
     assert len(env) == len(server)
 
 
-def test_versions_plugin_names_match_config_defaults() -> None:
-    from cdclake.config import ConnectConfig
+def test_connect_config_default_plugins_are_what_make_plugins_builds() -> None:
+    # A deploy after `make plugins` needs no config edit: the defaults are its output zips.
+    from cdclake.config import PLUGIN_DIST_DIR, ConnectConfig
 
     defaults = ConnectConfig()
-    assert defaults.debezium_plugin.endswith(versions.DEBEZIUM_PLUGIN_ZIP)
-    assert defaults.s3_sink_plugin.endswith(versions.S3_SINK_PLUGIN_ZIP)
+    assert defaults.debezium_plugin == f"{PLUGIN_DIST_DIR}/{versions.DEBEZIUM_PLUGIN_ZIP}"
+    assert defaults.s3_sink_plugin == f"{PLUGIN_DIST_DIR}/{versions.S3_SINK_PLUGIN_ZIP}"
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"connectors/package_plugins.sh --out {PLUGIN_DIST_DIR}\n" in makefile
 
 
 def test_package_script_pins_the_documented_versions() -> None:
@@ -291,3 +315,60 @@ def test_generated_files_equal_rendered_configs(env: str) -> None:
     expected = render(load_config(env))
     on_disk = {p.name: p.read_text() for p in (GENERATED_DIR / env).iterdir()}
     assert on_disk == expected, "run `python -m connectors.render` and commit the result"
+
+
+def test_debezium_captures_each_read_their_own_signal_table(
+    source: dict[str, str], server: dict[str, str]
+) -> None:
+    # A lake snapshot must not replay into the bus (and the other way round).
+    assert source["signal.data.collection"] == "cdclake.debezium_signal"
+    assert server["debezium.source.signal.data.collection"] == "cdclake.debezium_signal_fanout"
+
+
+def test_replication_shared_signal_table_refused(dev: EnvironmentConfig) -> None:
+    raw = dev.model_dump()
+    raw["database"]["replication"]["fanout_signal_table"] = "cdclake.debezium_signal"
+
+    with pytest.raises(ValueError, match="signal_table and fanout_signal_table must differ"):
+        EnvironmentConfig.model_validate(raw)
+
+
+def test_debezium_captures_verify_aurora_certificate_and_host(
+    source: dict[str, str], server: dict[str, str]
+) -> None:
+    assert source["database.sslmode"] == "verify-full"
+    assert source["database.sslrootcert"] == MSK_CONNECT_RDS_CA
+    assert server["debezium.source.database.sslmode"] == "verify-full"
+    assert server["debezium.source.database.sslrootcert"] == DEBEZIUM_SERVER_RDS_CA
+
+
+def test_debezium_captures_tls_opt_out_encrypts_without_root_cert(dev: EnvironmentConfig) -> None:
+    config = dev.model_copy(
+        update={"database": dev.database.model_copy(update={"tls_verify": False})}
+    )
+
+    source = debezium_source_config(config, database=DATABASE, replication_factor=2)
+    server = debezium_server_properties(config, database=DATABASE, offsets_file="/o.dat")
+
+    assert source["database.sslmode"] == "require" and "database.sslrootcert" not in source
+    assert server["debezium.source.database.sslmode"] == "require"
+    assert "debezium.source.database.sslrootcert" not in server
+
+
+def test_debezium_source_rds_ca_from_s3_import_reference(dev: EnvironmentConfig) -> None:
+    # MSK Connect workers get files only through a config provider: s3import copies the
+    # bundle to the worker and the reference resolves to its local path.
+    reference = s3_import_reference("eu-west-1", "assets-bucket", "rds-ca/global-bundle.pem")
+
+    source = debezium_source_config(dev, database=DATABASE, replication_factor=2, rds_ca=reference)
+
+    assert source["database.sslrootcert"] == (
+        "${s3import:eu-west-1:assets-bucket/rds-ca/global-bundle.pem}"
+    )
+    match = CONFIG_REFERENCE.fullmatch(source["database.sslrootcert"])
+    assert match is not None
+    assert (match.group(1), match.group(3), match.group(4)) == (
+        "s3import",
+        "eu-west-1",
+        "assets-bucket/rds-ca/global-bundle.pem",
+    )

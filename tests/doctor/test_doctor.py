@@ -118,7 +118,7 @@ def test_doctor_plugin_placeholder_fails(aws_env: None) -> None:
     location = "s3://REPLACE-ME/plugins/debezium.zip"
     check = check_plugin("debezium", location, _session("eu-west-1"))
     assert check.status == "FAIL"
-    assert "package_plugins.sh" in check.detail
+    assert "make plugins" in check.detail
 
 
 def test_doctor_plugin_s3_object_present_ok(aws_env: None) -> None:
