@@ -18,6 +18,7 @@ from stacks.components.debezium_server import DebeziumServer
 from stacks.components.event_bus import ChangeEventBus
 from stacks.components.event_consumers import EventConsumers
 from stacks.components.fanout_function import FanOut
+from stacks.components.replication_bootstrap import rds_ca_bundle
 from stacks.database_stack import DatabaseStack
 
 
@@ -43,10 +44,20 @@ class FanOutStack(cdk.Stack):
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        for service in ("events", "sqs", "kinesis", "elasticfilesystem"):
-            self.encryption_key.grant_encrypt_decrypt(
-                iam.ServicePrincipal(f"{service}.amazonaws.com")
+        # SQS, Kinesis and EFS use the key with their caller's permissions (the roles' grants):
+        # only EventBridge acts on its own, delivering to the encrypted consumer queues and
+        # their dead-letter queues, and only for this account (confused deputy).
+        self.encryption_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeDeliversToEncryptedQueues",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
             )
+        )
+        # Where the environment keeps its data, failed records and dead letters outlive the stack.
+        retain = config.database.deletion_protection
 
         # Kinesis: one stream per fan-out table.
         self.change_streams = ChangeStreams(
@@ -73,6 +84,7 @@ class FanOutStack(cdk.Stack):
                 topic_name(config, config.table(name)): stream
                 for name, stream in self.kinesis_streams.items()
             },
+            rds_ca_bundle=rds_ca_bundle(config),
         )
         allow_database_from(database, self.debezium_server.security_group, "Debezium Server")
 
@@ -96,6 +108,7 @@ class FanOutStack(cdk.Stack):
             encryption_key=self.encryption_key,
             bus=self.event_bus,
             streams=streams,
+            retain=retain,
         )
         self.fanout_function = self.fanout.function
 
@@ -107,4 +120,6 @@ class FanOutStack(cdk.Stack):
             tables=config.fanout_tables,
             bus=self.event_bus,
             encryption_key=self.encryption_key,
+            prefix=config.prefix,
+            retain=retain,
         )

@@ -20,6 +20,7 @@ from stacks.components.dashboard import (
     WatchedFanOut,
     WatchedLake,
 )
+from stacks.components.event_consumers import consumer_rule_name, dead_letter_alarm_names
 from stacks.components.lake_alarms import LakeAlarms
 from stacks.components.merge_job_failures import MergeJobFailures
 from stacks.database_stack import DatabaseStack
@@ -30,8 +31,12 @@ from stacks.lake_stack import LakeStack
 class OperationsStack(cdk.Stack):
     """Reads the other stacks, changes none of them: nothing there depends on this one.
 
-    Names fixed by config (cluster, connectors, topics, jobs) are used as they are; generated
-    ones (streams, function, queues, rules) come from the fan-out stack as exports.
+    Names fixed by config (cluster, connectors, topics, jobs, the bus, the consumers' rules and
+    dead-letter alarms) are used as they are, so a documented change (connectors removed for an
+    upgrade, a consumer removed) takes no export this stack imports away; CloudFormation refuses
+    to delete or change an export in use. Only what those changes leave alone is imported: the
+    alarm topic, the replication secret, the fan-out function, streams, failure queue and the
+    Debezium Server service.
     """
 
     def __init__(
@@ -48,6 +53,9 @@ class OperationsStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.add_dependency(capture)  # drawn, not referenced: deploy after it all the same
+        # Where the environment keeps its data, dead letters outlive the stack.
+        retain = config.database.deletion_protection
+        alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic", database.alarm_topic.topic_arn)
 
         # One topic pages for the whole path: the database alarms' topic.
         self.lake_alarms = LakeAlarms(
@@ -69,13 +77,15 @@ class OperationsStack(cdk.Stack):
                 "MergeJobFailures",
                 job_names=list(merge_jobs.values()),
                 environment=config.env,
-                topic=sns.Topic.from_topic_arn(self, "AlarmTopic", database.alarm_topic.topic_arn),
+                topic=alarm_topic,
+                retain=retain,
             )
             if merge_jobs
             else None
         )
 
-        consumers = fanout.event_consumers.consumers
+        consumers = [c.name for c in config.fanout.consumers]
+        connectors = [connector_name(config, "debezium-source"), connector_name(config, "s3-sink")]
         self.dashboard = PipelineDashboard(
             self,
             "Dashboard",
@@ -87,10 +97,7 @@ class OperationsStack(cdk.Stack):
             capture=WatchedCapture(
                 kafka_cluster_name=capture.kafka.cluster_name,
                 broker_ids=range(1, broker_count(config) + 1),
-                connector_names=[
-                    connector_name(config, "debezium-source"),
-                    connector_name(config, "s3-sink"),
-                ],
+                connector_names=connectors,
                 # Kafka Connect's consumer group of a sink connector: connect-<connector name>.
                 sink_consumer_group=f"connect-{connector_name(config, 's3-sink')}",
                 topics=[topic_name(config, t) for t in config.lake_tables],
@@ -99,15 +106,12 @@ class OperationsStack(cdk.Stack):
                 function=fanout.fanout_function,
                 streams=fanout.kinesis_streams,
                 failure_queue=fanout.fanout.failure_queue,
-                bus_name=fanout.event_bus.event_bus_name,
-                rules={name: c.rule for name, c in consumers.items()},
-                dead_letter_queues={
-                    label: queue
-                    for name, c in consumers.items()
-                    for label, queue in (
-                        (f"{name} dead letters", c.dead_letter_queue),
-                        (f"{name} undelivered", c.delivery_dead_letter_queue),
-                    )
+                bus_name=config.resource_name("changes"),  # as FanOutStack names it
+                rule_names={name: consumer_rule_name(config.prefix, name) for name in consumers},
+                dead_letter_alarm_names={
+                    f"{name} {role}": alarm_name
+                    for name in consumers
+                    for role, alarm_name in dead_letter_alarm_names(config.prefix, name).items()
                 },
             ),
             lake=WatchedLake(
@@ -125,8 +129,10 @@ class OperationsStack(cdk.Stack):
             self,
             "CredentialRefresh",
             secret=database.replication_secret,
-            connector_arns=[c.attr_connector_arn for c in capture.connectors.connectors],
+            connector_names=connectors,
             services=[fanout.debezium_server.service],
+            alarm_topic=alarm_topic,
+            retain=retain,
         )
 
         name = config.resource_name("pipeline")

@@ -10,7 +10,11 @@ changed (MSK Connect has no restart call; an update restarts the tasks, which re
 again) and the Debezium Server service gets a new deployment (its new task reads the secret).
 Offsets are kept by both, so nothing is read twice beyond the usual at-least-once overlap.
 
-Environment: ``CONNECTOR_ARNS`` (JSON list) and ``ECS_SERVICES`` (JSON list of
+Connectors are found by their fixed names when the event arrives (ListConnectors): an ARN
+changes whenever a connector is replaced, and between the two deploys of an upgrade there is
+none, which is skipped with a warning (the recreated connector reads the current password).
+
+Environment: ``CONNECTOR_NAMES`` (JSON list) and ``ECS_SERVICES`` (JSON list of
 ``{"cluster": ..., "service": ...}``).
 """
 
@@ -29,6 +33,18 @@ logger = Logger()
 
 #: A setting neither Kafka Connect nor Debezium reads; changing it is what restarts the tasks.
 MARKER = "cdclake.credentials.refreshed"
+
+
+def connector_arns(client: Any, names: list[str]) -> dict[str, str]:
+    """ARN of each connector in ``names`` that exists (and is not being deleted), by name."""
+    found: dict[str, str] = {}
+    for name in names:
+        paginator = client.get_paginator("list_connectors")
+        for page in paginator.paginate(connectorNamePrefix=name):
+            for connector in page["connectors"]:
+                if connector["connectorName"] == name and connector["connectorState"] != "DELETING":
+                    found[name] = connector["connectorArn"]
+    return found
 
 
 def restart_connector(client: Any, connector_arn: str, marker: str) -> None:
@@ -50,16 +66,22 @@ def redeploy_service(client: Any, cluster: str, service: str) -> None:
 @event_source(data_class=EventBridgeEvent)
 @logger.inject_lambda_context
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, int]:
-    connectors: list[str] = json.loads(os.environ["CONNECTOR_ARNS"])
+    names: list[str] = json.loads(os.environ["CONNECTOR_NAMES"])
     services: list[dict[str, str]] = json.loads(os.environ["ECS_SERVICES"])
-    if connectors:
+    restarted = 0
+    if names:
         kafkaconnect = boto3.client("kafkaconnect")
-        for arn in connectors:
-            restart_connector(kafkaconnect, arn, event.time)
-            logger.info("connector restarted for the rotated password", extra={"connector": arn})
+        arns = connector_arns(kafkaconnect, names)
+        for name in names:
+            if name not in arns:
+                logger.warning("connector not found, nothing to restart", extra={"connector": name})
+                continue
+            restart_connector(kafkaconnect, arns[name], event.time)
+            restarted += 1
+            logger.info("connector restarted for the rotated password", extra={"connector": name})
     if services:
         ecs = boto3.client("ecs")
         for target in services:
             redeploy_service(ecs, target["cluster"], target["service"])
             logger.info("service redeployed for the rotated password", extra=target)
-    return {"connectors": len(connectors), "services": len(services)}
+    return {"connectors": restarted, "services": len(services)}

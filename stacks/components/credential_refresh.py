@@ -1,4 +1,11 @@
-"""Restart the captures when the replication password rotates (lambdas/credential_refresh)."""
+"""Restart the captures when the replication password rotates (lambdas/credential_refresh).
+
+The MSK Connect connectors are found by name at run time (ListConnectors): their ARNs change
+whenever a connector is replaced or removed for an upgrade, and an imported ARN would block
+exactly those deploys ("Export ... cannot be updated as it is in use"). A rotation event that
+cannot be delivered, or whose restart still fails after Lambda's retries, lands in a
+dead-letter queue that pages: a lost one leaves both captures on a dead password.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,18 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
+from stacks.components.nag import acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
 
 CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "credential_refresh"
+RETRIES = 2  # the rule target's and the function's own (asynchronous invocation)
 
 
 def rotation_succeeded(secret_arn: str) -> events.EventPattern:
@@ -40,11 +52,23 @@ class CredentialRefresh(Construct):
         construct_id: str,
         *,
         secret: secretsmanager.ISecret,
-        connector_arns: Sequence[str],
+        connector_names: Sequence[str],
         services: Sequence[ecs.FargateService],
+        alarm_topic: sns.ITopic,
+        retain: bool,
     ) -> None:
+        """``connector_names``: MSK Connect connectors to restart, by their fixed names (a name
+        not found at run time, e.g. while an upgrade has removed them, is skipped).
+        ``retain``: keep the dead-letter queue when the stack is deleted."""
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
+        self.dead_letters = dead_letter_queue(
+            self,
+            "DeadLetters",
+            retain=retain,
+            what="replication password rotations the captures were not restarted for",
+            alarm_topic=alarm_topic,
+        )
         self.function = powertools_function(
             self,
             package="credential_refresh",
@@ -53,7 +77,7 @@ class CredentialRefresh(Construct):
             timeout=cdk.Duration.minutes(1),
             log_group=log_group(self, "Logs"),
             environment={
-                "CONNECTOR_ARNS": stack.to_json_string(list(connector_arns)),
+                "CONNECTOR_NAMES": stack.to_json_string(list(connector_names)),
                 "ECS_SERVICES": stack.to_json_string(
                     [
                         {"cluster": s.cluster.cluster_name, "service": s.service_name}
@@ -62,11 +86,29 @@ class CredentialRefresh(Construct):
                 ),
             },
         )
-        if connector_arns:
+        # A restart that still fails after Lambda's own retries keeps its event.
+        self.function.configure_async_invoke(
+            retry_attempts=RETRIES,
+            on_failure=destinations.SqsDestination(self.dead_letters.queue),
+        )
+        if connector_names:
+            # ListConnectors has no resource-level permission; the calls that change anything
+            # are limited to the named connectors (any revision: connector/<name>/<uuid>).
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
+            )
             self.function.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
-                    resources=list(connector_arns),
+                    resources=[
+                        stack.format_arn(
+                            service="kafkaconnect",
+                            resource="connector",
+                            resource_name=f"{name}/*",
+                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                        for name in connector_names
+                    ],
                 )
             )
         if services:
@@ -75,10 +117,26 @@ class CredentialRefresh(Construct):
                     actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
                 )
             )
+        assert self.function.role is not None  # the function creates its own role
+        acknowledge_wildcards(
+            self.function.role,
+            {
+                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
+                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
+                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
+                ),
+            },
+        )
         self.rule = events.Rule(
             self,
             "OnRotation",
             description="The replication secret rotated: restart what holds the old password",
             event_pattern=rotation_succeeded(secret.secret_arn),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    retry_attempts=RETRIES,
+                    dead_letter_queue=self.dead_letters.queue,
+                )
+            ],
         )

@@ -14,9 +14,11 @@ and dimensions the service publishes:
 * Kinesis ``GetRecords.IteratorAgeMilliseconds``; Lambda ``Errors``, ``Throttles``,
   ``IteratorAge`` and ``DestinationDeliveryFailures``. Lambda publishes no metric for a partial
   batch response: items it reports failed are retried (``IteratorAge`` grows) and those that
-  exhaust the retries land in the on-failure queue, whose depth is on the DLQ graph.
+  exhaust the retries land in the on-failure queue, whose depth is on the failed-records graph.
 * EventBridge ``FailedInvocations`` and ``InvocationsSentToDlq`` by ``EventBusName`` and
-  ``RuleName`` (a custom bus); SQS ``ApproximateNumberOfMessagesVisible`` per queue.
+  ``RuleName`` (a custom bus); SQS ``ApproximateNumberOfMessagesVisible`` of the failed-records
+  queue, and of each consumer's dead-letter queues as their alarms draw it (alarm widgets by the
+  alarms' config names: the queues are named by CloudFormation).
 * Glue ``glue.driver.aggregate.elapsedTime`` and ``numFailedTasks`` by ``JobName``,
   ``JobRunId=ALL`` and ``Type=count`` (``--enable-metrics``), beside the runs' own metrics; failed
   runs as the failure rule's ``TriggeredRules`` (and ``FailedInvocations``: pages not delivered)
@@ -62,12 +64,15 @@ class WatchedCapture:
 
 @dataclass(frozen=True)
 class WatchedFanOut:
+    """Consumers come and go with config: their rules and queues are given by their names
+    (fixed by config), never as references another stack would have to export."""
+
     function: lambda_.IFunction
     streams: Mapping[str, kinesis.IStream]  # by table
     failure_queue: sqs.IQueue  # the mappings' on-failure destination
     bus_name: str
-    rules: Mapping[str, events.IRule]  # by consumer
-    dead_letter_queues: Mapping[str, sqs.IQueue]  # by label
+    rule_names: Mapping[str, str]  # by consumer
+    dead_letter_alarm_names: Mapping[str, str]  # alarms on the consumers' DLQs, by label
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class PipelineDashboard(Construct):
             self._database(database),
             self._capture(capture),
             self._fanout(fanout),
+            self._dead_letters(fanout),
         ):
             self.dashboard.add_widgets(*row)
 
@@ -310,26 +316,23 @@ class PipelineDashboard(Construct):
             )
             for table, stream in fanout.streams.items()
         ]
-        rules = fanout.rules.items()
 
         def rule(name: str) -> list[cloudwatch.IMetric]:
             return [
                 _metric(
                     "AWS/Events",
                     name,
-                    {"EventBusName": fanout.bus_name, "RuleName": r.rule_name},
+                    {"EventBusName": fanout.bus_name, "RuleName": rule_name},
                     "Sum",
                     consumer,
                 )
-                for consumer, r in rules
+                for consumer, rule_name in fanout.rule_names.items()
             ]
 
-        queues = {"fanout failed records": fanout.failure_queue, **fanout.dead_letter_queues}
         depths = [
-            queue.metric_approximate_number_of_messages_visible(
-                statistic="Maximum", period=PERIOD, label=label
+            fanout.failure_queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=PERIOD, label="fanout failed records"
             )
-            for label, queue in queues.items()
         ]
         return [
             _header("## Fan-out: Kinesis, the fan-out Lambda, EventBridge, dead-letter queues"),
@@ -359,5 +362,19 @@ class PipelineDashboard(Construct):
                 right=rule("InvocationsSentToDlq"),
                 width=6,
             ),
-            _graph("Dead-letter queue depth (messages)", depths, width=6),
+            _graph("Failed records queue depth (messages)", depths, width=6),
         ]
+
+    def _dead_letters(self, fanout: WatchedFanOut) -> list[cloudwatch.IWidget]:
+        """Each consumer DLQ's depth as its alarm draws it (the alarm's metric and threshold):
+        the alarms are named by config, the queues by CloudFormation."""
+        widgets: list[cloudwatch.IWidget] = [
+            cloudwatch.AlarmWidget(
+                title=f"{label} (messages)",
+                alarm=cloudwatch.Alarm.from_alarm_name(self, f"DeadLetters{index}", alarm_name),
+                width=6,
+                height=HEIGHT,
+            )
+            for index, (label, alarm_name) in enumerate(fanout.dead_letter_alarm_names.items())
+        ]
+        return [_header("## Fan-out consumers: dead-letter queues"), *widgets] if widgets else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -40,13 +41,21 @@ class ChangeEventBus(Construct):
             retention_days=fanout.archive_retention_days,
             kms_key_identifier=encryption_key.key_arn,
         )
-        # The archive key policy AWS documents: EventBridge describes the key unconditionally
-        # (the bus's own statement only covers calls whose source is the bus).
+        # The archive key policy AWS documents (describe, generate, decrypt, re-encrypt)
+        # whatever the call's source (the bus's own statement only covers calls whose source is
+        # the bus), but only for this account (confused deputy).
         encryption_key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="EventBridgeArchiveDescribeKey",
+                sid="EventBridgeArchive",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["kms:DescribeKey"],
+                actions=[
+                    "kms:DescribeKey",
+                    "kms:GenerateDataKey",
+                    "kms:Decrypt",
+                    "kms:ReEncryptFrom",
+                    "kms:ReEncryptTo",
+                ],
                 resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}},
             )
         )

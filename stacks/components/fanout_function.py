@@ -18,7 +18,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdclake.config import FanOutConfig, TableConfig
@@ -28,8 +27,11 @@ from cdclake.fanout_settings import (
     PUT_EVENTS_BACKOFF_SECONDS,
     PUT_EVENTS_MAX_ATTEMPTS,
 )
+from stacks.components.dead_letters import dead_letter_queue
+
+# replication_bootstrap still imports it from here; it moves to dead_letters' callers with it.
 from stacks.components.log_storage import access_log_bucket, log_group
-from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
+from stacks.components.nag import KMS_GRANT_REASON, acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
 
 TIMEOUT = cdk.Duration.seconds(60)
@@ -58,7 +60,9 @@ class FanOut(Construct):
         encryption_key: kms.IKey,
         bus: events.IEventBus,
         streams: Sequence[kinesis.IStream],
+        retain: bool,
     ) -> None:
+        """``retain``: keep the failed-records queue when the stack is deleted."""
         super().__init__(scope, construct_id)
 
         access_logs = access_log_bucket(self, "AccessLogs", expiration=cdk.Duration.days(90))
@@ -83,22 +87,15 @@ class FanOut(Construct):
         )
 
         # Records that still fail after the retries land here with their shard position.
-        self.failure_queue = sqs.Queue(
+        failed_records = dead_letter_queue(
             self,
             "FailedRecords",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=encryption_key,
-            enforce_ssl=True,
-            retention_period=cdk.Duration.days(FAILED_RECORDS_RETENTION_DAYS),
+            retain=retain,
+            what="change records the fan-out Lambda gave up on",
+            encryption_key=encryption_key,
+            retention=cdk.Duration.days(FAILED_RECORDS_RETENTION_DAYS),
         )
-        acknowledge(
-            self.failure_queue,
-            {
-                "AwsSolutions-SQS3": (
-                    "this queue is the event source mappings' on-failure destination"
-                )
-            },
-        )
+        self.failure_queue = failed_records.queue
 
         self.log_group = log_group(self, "Logs")
         self.function = powertools_function(
@@ -156,7 +153,7 @@ class FanOut(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.failure_alarm = queue_depth_alarm(self, "FailedRecordsAlarm", self.failure_queue)
+        self.failure_alarm = failed_records.alarm
         assert self.function.role is not None  # the function creates its own role
         acknowledge_wildcards(
             self.function.role,
@@ -166,19 +163,3 @@ class FanOut(Construct):
                 r"^Resource::.*/claim-check/\*$": "claim-check objects are named per record",
             },
         )
-
-
-def queue_depth_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue) -> cloudwatch.Alarm:
-    """Any message in a dead-letter queue is a change some consumer did not get."""
-    return cloudwatch.Alarm(
-        scope,
-        construct_id,
-        alarm_description=f"messages waiting in dead-letter queue {queue.node.path}",
-        metric=queue.metric_approximate_number_of_messages_visible(
-            period=cdk.Duration.minutes(1), statistic="Maximum"
-        ),
-        threshold=1,
-        evaluation_periods=1,
-        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-    )

@@ -4,7 +4,9 @@ A merge run that ends FAILED or TIMEOUT (or ERROR) otherwise shows only when the
 alarm trips, up to its freshness objective later. Glue sends a ``Glue Job State Change`` event
 to the default bus when a run ends (``detail``: ``jobName``, ``jobRunId``, ``state``,
 ``severity``, ``message``); the rule matches this environment's merge jobs by name and sends
-one readable line per failed run to the topic.
+one readable line per failed run to the topic. A page EventBridge cannot deliver (after its
+retries) lands in a dead-letter queue whose alarm notifies the same topic and shows on the
+dashboard: a lost page is not silent.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+
+from stacks.components.dead_letters import dead_letter_queue
 
 #: Run states that need someone: Glue's abnormal terminations. STOPPED (a run stopped by hand)
 #: and SUCCEEDED are left out. Glue documents these events for SUCCEEDED, FAILED, TIMEOUT and
@@ -45,7 +49,8 @@ def failure_message(environment: str) -> events.RuleTargetInput:
 
 
 class MergeJobFailures(Construct):
-    """``rule``: failed runs of ``job_names`` (default bus) -> one line each to ``topic``.
+    """``rule``: failed runs of ``job_names`` (default bus) -> one line each to ``topic``;
+    what cannot be delivered -> ``dead_letters`` (kept with the stack when ``retain``).
 
     ``topic`` must let ``events.amazonaws.com`` publish and, when encrypted, use its key: the
     SNS target grants that on a topic of this stack only (the composing stack passes the alarm
@@ -60,14 +65,28 @@ class MergeJobFailures(Construct):
         job_names: Sequence[str],
         environment: str,
         topic: sns.ITopic,
+        retain: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         if not job_names:
             raise ValueError("MergeJobFailures needs at least one merge job name")
+        self.dead_letters = dead_letter_queue(
+            self,
+            "DeadLetters",
+            retain=retain,
+            what="failed merge runs that were not paged",
+            alarm_topic=topic,
+        )
         self.rule = events.Rule(
             self,
             "Rule",
             description=f"Failed Glue merge runs of {environment} to the alarm topic",
             event_pattern=failed_runs(job_names),
-            targets=[targets.SnsTopic(topic, message=failure_message(environment))],
+            targets=[
+                targets.SnsTopic(
+                    topic,
+                    message=failure_message(environment),
+                    dead_letter_queue=self.dead_letters.queue,
+                )
+            ],
         )

@@ -8,7 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from connectors import versions
+
 ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+# Plugin locations for the tests' synths, as `cdk synth -c debezium_plugin=...` gives them: CI
+# has no `make plugins` zips, and a real environment's synth refuses to run without them.
+PLUGIN_CONTEXT = {
+    "debezium_plugin": f"s3://cdclake-test-plugins/plugins/{versions.DEBEZIUM_PLUGIN_ZIP}",
+    "s3_sink_plugin": f"s3://cdclake-test-plugins/plugins/{versions.S3_SINK_PLUGIN_ZIP}",
+}
 
 
 def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
@@ -59,24 +67,70 @@ def strings(value: Any) -> list[str]:
 
 
 def cdk_context() -> dict[str, Any]:
-    """The app's context from cdk.json (feature flags, pinned AZs), as ``cdk synth`` uses it."""
+    """The app's context from cdk.json (feature flags, pinned AZs), as ``cdk synth`` uses it,
+    and the tests' plugin locations."""
     root = Path(__file__).resolve().parents[2]
-    return dict(json.loads((root / "cdk.json").read_text())["context"])
+    return {**json.loads((root / "cdk.json").read_text())["context"], **PLUGIN_CONTEXT}
+
+
+_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def synth_config_variant(env: str, section: str, **updates: Any) -> dict[str, dict[str, Any]]:
+    """Every stack's template, by role, of ``env`` with ``updates`` to one config section (a
+    second synth, so only for what the shared synth of the checked-in configs cannot show);
+    each variant is synthesized once per session, whichever test modules ask for it."""
+    key = json.dumps([env, section, updates], sort_keys=True)
+    if key not in _VARIANTS:
+        import aws_cdk as cdk
+
+        from cdclake.config import load_config
+        from stacks import build_stacks
+
+        config = load_config(env)
+        changed = getattr(config, section).model_copy(update=updates)
+        config = config.model_copy(update={section: changed})
+        # A plugin location given here wins over the tests' context, which would override it.
+        context = {k: v for k, v in cdk_context().items() if k not in updates}
+        app = cdk.App(context={**context, "env": env})
+        stacks = build_stacks(app, config)
+        assembly = app.synth()
+        _VARIANTS[key] = {
+            role: dict(assembly.get_stack_by_name(stack.stack_name).template)
+            for role, stack in stacks.items()
+        }
+    return _VARIANTS[key]
 
 
 def synth_variant(env: str, role: str, **connect: Any) -> dict[str, Any]:
-    """One stack's template for ``env`` with ``connect`` settings overridden (a second synth,
-    so only for what the shared synth of the checked-in configs cannot show)."""
-    import aws_cdk as cdk
+    """One stack's template for ``env`` with ``connect`` settings overridden."""
+    return synth_config_variant(env, "connect", **connect)[role]
 
-    from cdclake.config import load_config
-    from stacks import build_stacks
 
-    config = load_config(env)
-    config = config.model_copy(update={"connect": config.connect.model_copy(update=connect)})
-    app = cdk.App(context={**cdk_context(), "env": env})
-    stacks = build_stacks(app, config)
-    return dict(app.synth().get_stack_by_name(stacks[role].stack_name).template)
+def file_asset_locations(outdir: Path, artifact_id: str, content: bytes) -> list[str]:
+    """``bucket/key`` of each file asset of a stack (its assets manifest in the cloud assembly
+    ``outdir``) whose staged file holds exactly ``content``."""
+    manifest = json.loads((outdir / f"{artifact_id}.assets.json").read_text())
+    return [
+        f"{destination['bucketName']}/{destination['objectKey']}"
+        for asset in manifest.get("files", {}).values()
+        if asset["source"].get("packaging") == "file"
+        and (outdir / asset["source"]["path"]).is_file()
+        and (outdir / asset["source"]["path"]).read_bytes() == content
+        for destination in asset["destinations"].values()
+    ]
+
+
+def flat(value: Any) -> str:
+    """A template value as text: ``Fn::Join`` joined, ``Ref`` shown as ``<name>``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        delimiter, parts = value["Fn::Join"]
+        return str(delimiter).join(flat(part) for part in parts)
+    if isinstance(value, dict) and isinstance(value.get("Ref"), str):
+        return f"<{value['Ref']}>"
+    return json.dumps(value, sort_keys=True)
 
 
 def of_type(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:
@@ -112,3 +166,91 @@ def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def synth_config_dir(env: str, config_dir: Path, outdir: Path) -> dict[str, dict[str, Any]]:
+    """Every stack's template, by role, of ``env`` read from ``config_dir``: what
+    ``cdk synth -c env=<env> -c config_dir=<dir>`` builds (app.py), one synth."""
+    import aws_cdk as cdk
+
+    from cdclake.config import load_config
+    from stacks import build_stacks
+
+    app = cdk.App(
+        context={**cdk_context(), "env": env, "config_dir": str(config_dir)}, outdir=str(outdir)
+    )
+    stacks = build_stacks(app, load_config(env, config_dir=config_dir))
+    assembly = app.synth()
+    return {
+        role: dict(assembly.get_stack_by_name(stack.stack_name).template)
+        for role, stack in stacks.items()
+    }
+
+
+def imported_names(value: Any) -> set[str]:
+    """Names of every ``Fn::ImportValue`` in a template (CDK writes cross-stack references so)."""
+    if isinstance(value, dict):
+        found = {json.dumps(value["Fn::ImportValue"])} if "Fn::ImportValue" in value else set()
+        return found.union(*(imported_names(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(imported_names(item) for item in value))
+    return set()
+
+
+def exported_values(templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Export name (as ``imported_names`` spells it) -> the exported value, of all stacks."""
+    return {
+        json.dumps(output["Export"]["Name"]): output["Value"]
+        for template in templates.values()
+        for output in template.get("Outputs", {}).values()
+        if "Export" in output
+    }
+
+
+def references(value: Any) -> set[str]:
+    """Logical ids a template value reads (``Ref`` and ``Fn::GetAtt``)."""
+    if isinstance(value, dict):
+        found = set()
+        if isinstance(value.get("Ref"), str):
+            found.add(value["Ref"])
+        if "Fn::GetAtt" in value:
+            found.add(value["Fn::GetAtt"][0])
+        return found.union(*(references(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(references(item) for item in value))
+    return set()
+
+
+#: Resources that hold data, and the properties whose change makes CloudFormation replace them
+#: (a new, empty resource). Log groups count only when retained.
+STATEFUL_REPLACED_BY: dict[str, tuple[str, ...]] = {
+    "AWS::S3::Bucket": ("BucketName",),
+    "AWS::MSK::Cluster": ("ClusterName", "EncryptionInfo"),
+    "AWS::RDS::DBCluster": (
+        "DBClusterIdentifier",
+        "Engine",
+        "DatabaseName",
+        "StorageEncrypted",
+        "KmsKeyId",
+    ),
+    "AWS::RDS::DBInstance": ("DBInstanceIdentifier", "DBClusterIdentifier"),
+    "AWS::Kinesis::Stream": ("Name",),
+    "AWS::KMS::Key": ("KeySpec", "KeyUsage", "MultiRegion"),
+    "AWS::SecretsManager::Secret": ("Name",),
+    "AWS::SQS::Queue": ("QueueName", "FifoQueue"),
+    "AWS::DynamoDB::Table": ("TableName", "KeySchema"),
+    "AWS::EFS::FileSystem": ("Encrypted", "KmsKeyId", "PerformanceMode"),
+    "AWS::Logs::LogGroup": ("LogGroupName",),
+}
+
+
+def stateful(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Logical id -> resource, of the resources ``STATEFUL_REPLACED_BY`` names."""
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] in STATEFUL_REPLACED_BY
+        and (
+            resource["Type"] != "AWS::Logs::LogGroup" or resource.get("DeletionPolicy") == "Retain"
+        )
+    }

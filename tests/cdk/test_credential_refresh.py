@@ -21,7 +21,7 @@ def _refresh_function(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     (found,) = [
         (logical_id, props)
         for logical_id, props in resources(template, "AWS::Lambda::Function").items()
-        if "CONNECTOR_ARNS" in props.get("Environment", {}).get("Variables", {})
+        if "CONNECTOR_NAMES" in props.get("Environment", {}).get("Variables", {})
     ]
     return found
 
@@ -42,22 +42,120 @@ def test_credential_refresh_rule_matches_replication_secret_rotation(
     assert "ReplicationSecret" in json.dumps(secret)  # the replication role's, not the master's
 
 
+def _role_statements(template: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
+    role_id = function["Role"]["Fn::GetAtt"][0]
+    return [
+        s
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Roles"]
+        for s in policy["PolicyDocument"]["Statement"]
+    ]
+
+
 def test_credential_refresh_function_may_restart_only_the_captures(
     operations: dict[str, Any],
 ) -> None:
     _, props = _refresh_function(operations)
-    role_id = props["Role"]["Fn::GetAtt"][0]
-    statements = [
-        s
-        for policy in resources(operations, "AWS::IAM::Policy").values()
-        if {"Ref": role_id} in policy["Roles"]
-        for s in policy["PolicyDocument"]["Statement"]
-    ]
+    statements = _role_statements(operations, props)
     actions = {a: s["Resource"] for s in statements for a in as_list(s["Action"])}
-    assert set(actions) == {
+    assert {a for a in actions if a.split(":")[0] in {"kafkaconnect", "ecs"}} == {
+        "kafkaconnect:ListConnectors",
         "kafkaconnect:DescribeConnector",
         "kafkaconnect:UpdateConnector",
         "ecs:UpdateService",
     }
-    assert len(as_list(actions["kafkaconnect:UpdateConnector"])) == 2  # source and sink
+    assert actions["kafkaconnect:ListConnectors"] == "*"  # no resource-level permission
+    # The connectors by their fixed names, any revision; never an ARN imported from Capture.
+    assert sorted(json.dumps(r) for r in as_list(actions["kafkaconnect:UpdateConnector"])) == [
+        json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        "arn:",
+                        {"Ref": "AWS::Partition"},
+                        f":kafkaconnect:eu-west-1:111111111111:connector/cdclake-dev-{name}/*",
+                    ],
+                ]
+            }
+        )
+        for name in ("debezium-source", "s3-sink")
+    ]
     assert "ImportValue" in json.dumps(actions["ecs:UpdateService"])  # the fan-out's service
+
+
+def test_credential_refresh_connectors_named_from_config(operations: dict[str, Any]) -> None:
+    _, props = _refresh_function(operations)
+    names = props["Environment"]["Variables"]["CONNECTOR_NAMES"]
+    assert json.loads(names) == ["cdclake-dev-debezium-source", "cdclake-dev-s3-sink"]
+    assert "CdclakeDevCapture" not in json.dumps(operations)  # nothing imported from Capture
+
+
+def _dead_letters(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The rotation rule's dead-letter queue (the target's DeadLetterConfig)."""
+    function_id, _ = _refresh_function(template)
+    (target,) = [
+        t
+        for r in resources(template, "AWS::Events::Rule").values()
+        for t in r["Targets"]
+        if t["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    ]
+    queue_id = target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    return queue_id, template["Resources"][queue_id]
+
+
+def test_credential_refresh_undelivered_rotation_kept_in_encrypted_queue(
+    operations: dict[str, Any],
+) -> None:
+    queue_id, queue = _dead_letters(operations)
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"].get("SqsManagedSseEnabled", True) is not False
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    (policy,) = [
+        p
+        for p in resources(operations, "AWS::SQS::QueuePolicy").values()
+        if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    statements = policy["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in statements
+    )
+    # Only the rotation rule may send to it.
+    (send,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert "aws:SourceArn" in json.dumps(send["Condition"])
+
+
+def test_credential_refresh_failed_restart_kept_in_the_same_queue(
+    operations: dict[str, Any],
+) -> None:
+    function_id, _ = _refresh_function(operations)
+    queue_id, _ = _dead_letters(operations)
+    (config,) = resources(operations, "AWS::Lambda::EventInvokeConfig").values()
+    assert config["FunctionName"] == {"Ref": function_id}
+    assert config["MaximumRetryAttempts"] == 2
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": [queue_id, "Arn"]
+    }
+
+
+def test_credential_refresh_dead_letters_page_the_alarm_topic(operations: dict[str, Any]) -> None:
+    queue_id, _ = _dead_letters(operations)
+    (alarm,) = [
+        a
+        for a in resources(operations, "AWS::CloudWatch::Alarm").values()
+        if a.get("Dimensions")
+        == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    ]
+    assert (alarm["MetricName"], alarm["Threshold"]) == ("ApproximateNumberOfMessagesVisible", 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    (action,) = alarm["AlarmActions"]
+    assert "AlarmsTopic" in json.dumps(action)
+
+
+@pytest.mark.parametrize(("env", "policy"), [("dev", "Delete"), ("prod", "Retain")])
+def test_credential_refresh_dead_letters_retained_in_prod(synth, env: str, policy: str) -> None:  # type: ignore[no-untyped-def]
+    template = synth(env).template("operations")
+    _, queue = _dead_letters(template)
+    assert (queue["DeletionPolicy"], queue["UpdateReplacePolicy"]) == (policy, policy)

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import posixpath
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stacks.components.fanout_function import routes
-from tests.cdk.stack_helpers import normalized, only, resources, stable, strings
+from tests.cdk.stack_helpers import (
+    as_list,
+    file_asset_locations,
+    flat,
+    normalized,
+    only,
+    resources,
+    stable,
+    strings,
+    synth_config_variant,
+)
 
 pytestmark = pytest.mark.cdk
 
@@ -24,7 +37,12 @@ def prod(synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 
 
 def _container(template: dict[str, Any]) -> dict[str, Any]:
-    (container,) = only(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
+    """Debezium Server's container (the task may hold helper containers beside it)."""
+    (container,) = [
+        c
+        for c in only(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
+        if c["Name"] == "debezium"
+    ]
     return dict(container)
 
 
@@ -53,7 +71,7 @@ def test_fanout_debezium_server_password_is_an_ecs_secret(dev: dict[str, Any]) -
 
 def test_fanout_debezium_server_offsets_on_efs(dev: dict[str, Any]) -> None:
     task = only(dev, "AWS::ECS::TaskDefinition")
-    (volume,) = task["Volumes"]
+    (volume,) = [v for v in task["Volumes"] if "EFSVolumeConfiguration" in v]
     assert volume["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
     env = {e["Name"]: e["Value"] for e in _container(dev)["Environment"]}
     mount = _container(dev)["MountPoints"][0]["ContainerPath"]
@@ -242,3 +260,184 @@ def test_fanout_debezium_server_routes_each_topic_to_its_stream(dev: dict[str, A
     assert routes == {r"cdclake\-dev\.public\.orders": {"Ref": stream_id}}
     # Env var names map back to property names by '_' -> '.', so names must not contain '_'.
     assert all(name.isalnum() for name in chain)
+
+
+def _key_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(only(template, "AWS::KMS::Key")["KeyPolicy"]["Statement"])
+
+
+def test_fanout_key_grants_no_service_acting_with_its_callers_permissions(
+    dev: dict[str, Any],
+) -> None:
+    # SQS, Kinesis and EFS use the key with the caller's permissions: no statement of their own.
+    principals = {
+        service
+        for s in _key_statements(dev)
+        for service in as_list(s.get("Principal", {}).get("Service", []))
+    }
+    assert principals == {"events.amazonaws.com"}
+
+
+def test_fanout_key_eventbridge_only_for_this_account(dev: dict[str, Any]) -> None:
+    statements = [
+        s
+        for s in _key_statements(dev)
+        if "events.amazonaws.com" in as_list(s.get("Principal", {}).get("Service", []))
+    ]
+    assert len(statements) == 3  # the bus, the archive's DescribeKey, deliveries to queues
+    for statement in statements:
+        assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == "111111111111"
+    (delivery,) = [s for s in statements if s.get("Sid") == "EventBridgeDeliversToEncryptedQueues"]
+    assert sorted(as_list(delivery["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+
+
+def _dead_letter_queues(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every queue but the consumers' own: their dead letters, undelivered events, failed
+    records (the consumer queues are the ones with a redrive policy)."""
+    return [
+        q
+        for q in template["Resources"].values()
+        if q["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" not in q["Properties"]
+    ]
+
+
+@pytest.mark.parametrize(("env", "policy"), [("dev", "Delete"), ("prod", "Retain")])
+def test_fanout_dead_letter_and_failed_record_queues_retained_in_prod(synth, env, policy) -> None:  # type: ignore[no-untyped-def]
+    template = synth(env).template("fanout")
+    queues = _dead_letter_queues(template)
+    consumers = synth(env).config.fanout.consumers
+    assert len(queues) == 1 + 2 * len(consumers)
+    assert {(q["DeletionPolicy"], q["UpdateReplacePolicy"]) for q in queues} == {(policy, policy)}
+
+
+def test_fanout_consumer_rule_and_dead_letter_alarms_named_from_config(
+    prod: dict[str, Any],
+) -> None:
+    rules = sorted(r["Name"] for r in resources(prod, "AWS::Events::Rule").values())
+    assert rules == ["cdclake-prod-billing_webhook", "cdclake-prod-order_notifications"]
+    alarms = sorted(
+        a["AlarmName"]
+        for a in resources(prod, "AWS::CloudWatch::Alarm").values()
+        if "AlarmName" in a
+    )
+    assert alarms == [
+        "cdclake-prod-billing_webhook-delivery-dlq",
+        "cdclake-prod-billing_webhook-dlq",
+        "cdclake-prod-order_notifications-delivery-dlq",
+        "cdclake-prod-order_notifications-dlq",
+    ]
+    # Retained queues carry no fixed name: the next deploy after a delete would collide.
+    assert not [q for q in _dead_letter_queues(prod) if "QueueName" in q["Properties"]]
+
+
+def test_fanout_consumer_name_too_long_for_rule_refused() -> None:
+    from stacks.components.event_consumers import consumer_rule_name
+
+    with pytest.raises(ValueError, match=r"fanout.consumers \(a{60}\): EventBridge rule name"):
+        consumer_rule_name("cdclake-prod", "a" * 60)
+
+
+def test_fanout_consumer_queue_accepts_events_of_its_rule_only(dev: dict[str, Any]) -> None:
+    ((rule_id, rule),) = resources(dev, "AWS::Events::Rule").items()
+    (queue_id,) = [i for i, q in resources(dev, "AWS::SQS::Queue").items() if "RedrivePolicy" in q]
+    assert [t["Arn"] for t in rule["Targets"]] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
+    (policy,) = [
+        p
+        for p in resources(dev, "AWS::SQS::QueuePolicy").values()
+        if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    (allow,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}}
+
+
+@pytest.fixture(scope="module")
+def unverified() -> dict[str, Any]:
+    """dev with ``database.tls_verify: false`` (the capture tests share this synth)."""
+    return synth_config_variant("dev", "database", tls_verify=False)["fanout"]
+
+
+@pytest.fixture(scope="module")
+def rds_ca_object(synth) -> str:  # type: ignore[no-untyped-def]
+    """``bucket/key`` of the fan-out stack's asset holding the session's RDS CA bundle."""
+    dev = synth("dev")
+    bundle = Path(os.environ["CDCLAKE_RDS_CA_BUNDLE"]).read_bytes()
+    (location,) = file_asset_locations(dev.outdir, dev.stacks["fanout"].artifact_id, bundle)
+    return location
+
+
+def _helpers(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """The task's containers other than Debezium Server's."""
+    definitions = only(template, "AWS::ECS::TaskDefinition")["ContainerDefinitions"]
+    return [c for c in definitions if c["Name"] != "debezium"]
+
+
+def _environment(template: dict[str, Any]) -> dict[str, str]:
+    return {e["Name"]: e["Value"] for e in _container(template)["Environment"]}
+
+
+def _task_role_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    (role_id, _) = only(template, "AWS::ECS::TaskDefinition")["TaskRoleArn"]["Fn::GetAtt"]
+    return [
+        statement
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Roles"]
+        for statement in policy["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_fanout_debezium_server_rds_ca_copied_before_start(
+    dev: dict[str, Any], rds_ca_object: str
+) -> None:
+    root_cert = _environment(dev)["DEBEZIUM_SOURCE_DATABASE_SSLROOTCERT"]
+    assert _environment(dev)["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] == "verify-full"
+    (fetch,) = _helpers(dev)
+    assert fetch["Essential"] is False
+    assert fetch["Image"].startswith("public.ecr.aws/aws-cli/aws-cli:2.")
+    command = [flat(part) for part in fetch["Command"]]
+    assert command[:2] == ["s3", "cp"] and command[-2:] == [f"s3://{rds_ca_object}", root_cert]
+    # Debezium starts only once the copy has succeeded.
+    assert _container(dev)["DependsOn"] == [
+        {"ContainerName": fetch["Name"], "Condition": "SUCCESS"}
+    ]
+
+
+def test_fanout_debezium_server_rds_ca_on_a_shared_task_volume(dev: dict[str, Any]) -> None:
+    folder = posixpath.dirname(_environment(dev)["DEBEZIUM_SOURCE_DATABASE_SSLROOTCERT"])
+    (fetch,) = _helpers(dev)
+    (written,) = [m for m in fetch["MountPoints"] if m["ContainerPath"] == folder]
+    (read,) = [m for m in _container(dev)["MountPoints"] if m["ContainerPath"] == folder]
+    assert written["SourceVolume"] == read["SourceVolume"]
+    assert (written["ReadOnly"], read["ReadOnly"]) == (False, True)
+    # A task volume (no EFS, no host path): it lives and dies with the task.
+    volumes = {v["Name"]: v for v in only(dev, "AWS::ECS::TaskDefinition")["Volumes"]}
+    assert volumes[read["SourceVolume"]] == {"Name": read["SourceVolume"]}
+
+
+def test_fanout_debezium_server_task_role_reads_exactly_the_rds_ca_object(
+    dev: dict[str, Any], rds_ca_object: str
+) -> None:
+    bucket = rds_ca_object.split("/", 1)[0]
+    on_assets = [
+        s
+        for s in _task_role_statements(dev)
+        if any(bucket in flat(r) for r in as_list(s["Resource"]))
+    ]
+    assert len(on_assets) == 1
+    assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
+    assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
+        f"arn:<AWS::Partition>:s3:::{rds_ca_object}"
+    ]
+
+
+def test_fanout_tls_opt_out_no_rds_ca_container_volume_or_grant(
+    unverified: dict[str, Any],
+) -> None:
+    assert _helpers(unverified) == []
+    assert "DependsOn" not in _container(unverified)
+    (volume,) = only(unverified, "AWS::ECS::TaskDefinition")["Volumes"]
+    assert "EFSVolumeConfiguration" in volume
+    env = _environment(unverified)
+    assert env["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] == "require"
+    assert "DEBEZIUM_SOURCE_DATABASE_SSLROOTCERT" not in env
+    assert not [s for s in strings(unverified) if s.endswith(".pem")]

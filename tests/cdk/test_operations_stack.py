@@ -99,7 +99,9 @@ def test_operations_quarantine_alarm_on_any_line(dev_synth, dev) -> None:  # typ
 def test_operations_alarms_notify_the_database_alarm_topic(dev) -> None:  # type: ignore[no-untyped-def]
     alarms = list(resources(dev, "AWS::CloudWatch::Alarm").values())
     assert alarms
-    targets = {json.dumps(action) for a in alarms for action in a["AlarmActions"] + a["OKActions"]}
+    targets = {
+        json.dumps(action) for a in alarms for action in a["AlarmActions"] + a.get("OKActions", [])
+    }
     (target,) = targets  # one topic for every alarm, imported from the database stack
     assert "Fn::ImportValue" in target and "AlarmsTopic" in target
     assert resources(dev, "AWS::SNS::Topic") == {}  # reused, not a second topic
@@ -124,7 +126,7 @@ def test_operations_table_freshness_overrides_lake_default() -> None:
         environment="dev",
         topic=sns.Topic(stack, "Topic"),
     )
-    lag = _alarms(Template.from_stack(stack).to_json(), "LagSeconds")
+    lag = _alarms(dict(Template.from_stack(stack).to_json()), "LagSeconds")
     assert lag["public.orders"]["Threshold"] == 15 * 60
     assert lag["public.customers"]["Threshold"] == 120 * 60
 
@@ -180,12 +182,59 @@ def test_operations_dashboard_fanout_path(dev) -> None:  # type: ignore[no-untyp
     ) in lines
     for metric in ("Errors", "Throttles", "DestinationDeliveryFailures", "IteratorAge"):
         assert ("AWS/Lambda", metric, {"FunctionName": "<import>"}) in lines
-    rule = {"EventBusName": "<import>", "RuleName": "<import>"}
+    # The consumer's rule and its dead-letter alarms by their names from config, not imported:
+    # a consumer removed from config takes no export this stack still uses.
+    rule = {"EventBusName": "cdclake-dev-changes", "RuleName": "cdclake-dev-order_notifications"}
     assert ("AWS/Events", "FailedInvocations", rule) in lines
+    assert ("AWS/Events", "InvocationsSentToDlq", rule) in lines
     depths = [
-        line for line in lines if line[:2] == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+        line[2] for line in lines if line[:2] == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
     ]
-    assert len(depths) == 3  # the fan-out failure queue, one consumer's two dead-letter queues
+    assert depths == [{"QueueName": "<import>"}]  # the fan-out failure queue
+    assert _alarm_widgets(dev) == {
+        "order_notifications dead letters (messages)": (
+            "arn:<ref>:cloudwatch:eu-west-1:111111111111:alarm:cdclake-dev-order_notifications-dlq"
+        ),
+        "order_notifications undelivered (messages)": (
+            "arn:<ref>:cloudwatch:eu-west-1:111111111111:alarm:"
+            "cdclake-dev-order_notifications-delivery-dlq"
+        ),
+    }
+
+
+def _alarm_widgets(template: dict[str, Any]) -> dict[str, str]:
+    """Title -> alarm ARN of each alarm graph (tokens as <ref>/<import>)."""
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["DashboardBody"]["Fn::Join"][1]
+    body = json.loads(
+        "".join(
+            p if isinstance(p, str) else ("<import>" if "Fn::ImportValue" in p else "<ref>")
+            for p in parts
+        )
+    )
+    return {
+        w["properties"]["title"]: arn
+        for w in body["widgets"]
+        for arn in w.get("properties", {}).get("annotations", {}).get("alarms", [])
+        if w["type"] == "metric"
+    }
+
+
+def test_operations_dashboard_names_the_fanout_alarms_and_rules_it_watches(synth) -> None:  # type: ignore[no-untyped-def]
+    # The names the dashboard draws are the ones the fan-out stack gives its resources.
+    fanout = synth("prod").template("fanout")
+    alarm_names = {a.get("AlarmName") for a in resources(fanout, "AWS::CloudWatch::Alarm").values()}
+    rule_names = {r.get("Name") for r in resources(fanout, "AWS::Events::Rule").values()}
+    operations = synth("prod").template("operations")
+    drawn_alarms = {arn.rsplit(":", 1)[1] for arn in _alarm_widgets(operations).values()}
+    drawn_rules = {
+        dims["RuleName"]
+        for namespace, _, dims in _dashboard_metrics(operations)
+        if namespace == "AWS/Events" and "EventBusName" in dims
+    }
+    assert len(drawn_alarms) == 2 * len(synth("prod").config.fanout.consumers)
+    assert drawn_alarms <= alarm_names
+    assert drawn_rules and drawn_rules <= rule_names
 
 
 def test_operations_dashboard_glue_job_metrics(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
@@ -325,7 +374,12 @@ def test_operations_failed_runs_without_merge_jobs_refused() -> None:
     stack = cdk.Stack(cdk.App())
     with pytest.raises(ValueError, match="at least one merge job"):
         MergeJobFailures(
-            stack, "Failures", job_names=[], environment="dev", topic=sns.Topic(stack, "Topic")
+            stack,
+            "Failures",
+            job_names=[],
+            environment="dev",
+            topic=sns.Topic(stack, "Topic"),
+            retain=False,
         )
 
 
@@ -334,6 +388,50 @@ def test_operations_dashboard_failed_merge_runs(dev) -> None:  # type: ignore[no
     rule = {"RuleName": "<ref>"}  # the failure rule of this stack, on the default bus
     assert ("AWS/Events", "TriggeredRules", rule) in lines
     assert ("AWS/Events", "FailedInvocations", rule) in lines
+
+
+def _failure_dead_letters(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (target,) = _failure_rule(template)["Targets"]
+    queue_id = target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+    return queue_id, template["Resources"][queue_id]
+
+
+def test_operations_failed_runs_undelivered_page_kept_in_encrypted_queue(dev) -> None:  # type: ignore[no-untyped-def]
+    queue_id, queue = _failure_dead_letters(dev)
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"].get("SqsManagedSseEnabled", True) is not False
+    (policy,) = [
+        p
+        for p in resources(dev, "AWS::SQS::QueuePolicy").values()
+        if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    statements = policy["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in statements
+    )
+    (send,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert "aws:SourceArn" in json.dumps(send["Condition"])  # this rule only
+
+
+def test_operations_failed_runs_dead_letters_page_the_alarm_topic(dev) -> None:  # type: ignore[no-untyped-def]
+    queue_id, _ = _failure_dead_letters(dev)
+    (alarm,) = [
+        a
+        for a in resources(dev, "AWS::CloudWatch::Alarm").values()
+        if a.get("Dimensions")
+        == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    ]
+    assert (alarm["MetricName"], alarm["Threshold"]) == ("ApproximateNumberOfMessagesVisible", 1)
+    (action,) = alarm["AlarmActions"]
+    assert "AlarmsTopic" in json.dumps(action)
+
+
+@pytest.mark.parametrize(("env", "policy"), [("dev", "Delete"), ("prod", "Retain")])
+def test_operations_failed_runs_dead_letters_retained_in_prod(synth, env: str, policy: str) -> None:  # type: ignore[no-untyped-def]
+    _, queue = _failure_dead_letters(dict(synth(env).template("operations")))
+    assert (queue["DeletionPolicy"], queue["UpdateReplacePolicy"]) == (policy, policy)
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

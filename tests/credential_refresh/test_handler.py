@@ -9,7 +9,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lambdas.credential_refresh.handler import MARKER, redeploy_service, restart_connector
+from lambdas.credential_refresh.handler import (
+    MARKER,
+    connector_arns,
+    redeploy_service,
+    restart_connector,
+)
 
 CONNECTOR = "arn:aws:kafkaconnect:us-east-1:123456789012:connector/cdclake-dev-debezium-source/1"
 CONFIG = {
@@ -59,3 +64,36 @@ def test_credential_refresh_service_gets_new_deployment() -> None:
         )
         redeploy_service(client, "fanout", "debezium-server")
         stub.assert_no_pending_responses()
+
+
+def _summary(name: str, state: str, revision: str) -> dict[str, str]:
+    return {
+        "connectorName": name,
+        "connectorState": state,
+        "connectorArn": f"arn:aws:kafkaconnect:us-east-1:123456789012:connector/{name}/{revision}",
+    }
+
+
+def test_credential_refresh_connectors_found_by_exact_name(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    source, sink = "cdclake-dev-debezium-source", "cdclake-dev-s3-sink"
+    # ListConnectors matches by prefix: a longer name and a connector being deleted are not it.
+    stub.add_response(
+        "list_connectors",
+        {
+            "connectors": [
+                _summary(source, "DELETING", "old"),
+                _summary(source, "RUNNING", "new"),
+                _summary(f"{source}-copy", "RUNNING", "x"),
+            ]
+        },
+        {"connectorNamePrefix": source},
+    )
+    stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": sink})
+
+    # The sink is absent (removed for an upgrade): skipped, not an error.
+    assert connector_arns(client, [source, sink]) == {
+        source: f"arn:aws:kafkaconnect:us-east-1:123456789012:connector/{source}/new"
+    }
