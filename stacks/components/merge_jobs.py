@@ -16,14 +16,33 @@ from constructs import Construct
 
 from cdclake.config import LakeConfig, TableConfig
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
+from cdclake_merge.session import SPARK_CONF
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
-SPARK_CONF = (
-    "spark.serializer=org.apache.spark.serializer.KryoSerializer"
-    " --conf spark.sql.hive.convertMetastoreParquet=false"
-)
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
+# Modules the job installs (pip) at start: not in Glue 5.0's own list, at the version the
+# local job runs with.
+JOB_MODULES = ("orjson",)
+
+
+def glue_conf(settings: Mapping[str, str]) -> str:
+    """Spark settings as Glue's one ``--conf`` argument (``k=v --conf k2=v2``)."""
+    return " --conf ".join(f"{key}={value}" for key, value in settings.items())
+
+
+def pinned(names: Sequence[str], requirements: Path = REQUIREMENTS) -> str:
+    """``name==version`` of each of ``names`` as requirements.txt pins it, comma-separated."""
+    pins: dict[str, str] = {}
+    for line in requirements.read_text().splitlines():
+        name, sep, version = line.split("#", 1)[0].strip().partition("==")
+        if sep:
+            pins[name.strip().lower()] = version.strip()
+    missing = [n for n in names if n not in pins]
+    if missing:
+        raise ValueError(f"{requirements}: no name==version pin for {', '.join(missing)}")
+    return ",".join(f"{n}=={pins[n]}" for n in names)
 
 
 class MergeJobs(Construct):
@@ -196,11 +215,12 @@ class MergeJobs(Construct):
                     "--environment": environment,
                     # Glue's own.
                     "--datalake-formats": "hudi",
-                    "--conf": SPARK_CONF,
+                    "--conf": glue_conf(SPARK_CONF),
                     "--enable-glue-datacatalog": "true",
                     "--extra-py-files": self.library.s3_object_url,
+                    # Without orjson the parser takes its standard-library path.
+                    "--additional-python-modules": pinned(JOB_MODULES),
                     "--enable-metrics": "true",
-                    "--enable-continuous-cloudwatch-log": "true",
                     "--job-bookmark-option": "job-bookmark-disable",
                     "--job-language": "python",
                     "--TempDir": assets_bucket.s3_url_for_object("tmp/"),

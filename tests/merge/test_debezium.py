@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
+import math
+import sys
+from types import ModuleType
+from typing import Any
+from unittest import mock
 
+import orjson
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
+from cdclake_merge import debezium
 from cdclake_merge.debezium import TableSpec, parse_line, parse_value
-from tests.merge.support import decimal_b64, envelope, field, line, with_schema
+from cdclake_merge.schema import raw_ddl
+from tests.merge.support import compact_line, decimal_b64, envelope, field, line, with_schema
 
 SPEC = TableSpec(primary_key=("id",))
 
@@ -416,3 +428,172 @@ def test_parse_line_schema_with_payload_key_inside_parses_every_line() -> None:
         ("event", {"id": 1, "v": 5}),
         ("event", {"id": 1, "v": 5}),
     ]
+
+
+# --- the same outcome with and without orjson (Glue without --additional-python-modules) ------
+
+
+def load_parser(name: str, *, without_orjson: bool) -> ModuleType:
+    """A fresh copy of the parser module, imported with orjson importable or blocked."""
+    spec = importlib.util.spec_from_file_location(name, debezium.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with mock.patch.dict(sys.modules, {"orjson": None} if without_orjson else {}):
+        sys.modules[name] = module  # dataclasses look their module up while it runs
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def backends() -> dict[str, ModuleType]:
+    found = {
+        "orjson": load_parser("_parser_with_orjson", without_orjson=False),
+        "stdlib": load_parser("_parser_without_orjson", without_orjson=True),
+    }
+    # Not vacuous: the two copies really read JSON differently.
+    assert (found["orjson"]._orjson, found["stdlib"]._orjson) == (orjson, None)
+    return found
+
+
+DOUBLE_FIELDS = [field("id", "int64"), field("v", "double")]
+
+
+def raw_line(v: str, fields: list[dict[str, Any]] | None = DOUBLE_FIELDS) -> str:
+    """A compact line whose ``after.v`` is the JSON text ``v`` (schema-included unless None)."""
+    event = envelope("c", lsn=10, after={"id": 1, "v": "@V@"})
+    value = event if fields is None else with_schema(event, fields)
+    return compact_line(value).replace('"@V@"', v)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+PARITY_LINES = {
+    "NaN double": raw_line('"NaN"'),
+    "Infinity double": raw_line('"Infinity"'),
+    "-Infinity double": raw_line('"-Infinity"'),
+    "NaN float32": raw_line('"NaN"', [field("id", "int64"), field("v", "float")]),
+    "bare NaN": raw_line("NaN"),
+    "bare Infinity": raw_line("Infinity"),
+    "bare -Infinity": raw_line("-Infinity"),
+    "bare NaN schemaless": raw_line("NaN", None),
+    "double past the largest": raw_line("1e400"),
+    "integer past 64 bits": raw_line(str(2**64), [field("id", "int64"), field("v", "int64")]),
+    "integer below -2^63": raw_line(str(-(2**63) - 1), None),
+    "largest unsigned 64-bit integer": raw_line(str(2**64 - 1), None),
+    "smallest signed 64-bit integer": raw_line(str(-(2**63)), None),
+    "integer past 64 bits in the key": raw_line("1").replace('"id":1', f'"id":{2**70}'),
+    "long digits inside a string": raw_line('"123456789012345678901234567890"', None),
+    "large and small doubles": raw_line("[1e16,1e-5,1.5e-7,0.0001,-0.0,1e15]", None),
+    "large double": raw_line("1e16"),
+    "duplicate keys": raw_line("1").replace('{"id":1,', '{"id":1,"id":2,'),
+    "lone surrogate": raw_line('"\\ud800x"'),
+    "surrogate pair": raw_line('"\\ud83d\\ude00"'),
+    "nested at the limit": raw_line(nested(debezium.MAX_DEPTH - 5), None),
+    "nested past the limit": raw_line(nested(debezium.MAX_DEPTH + 1), None),
+    "nested past orjson's limit": raw_line(nested(2000), None),
+}
+
+
+def outcome_of(module: ModuleType, text: str, column_types: dict[str, str]) -> Any:
+    spec = module.TableSpec(primary_key=("id",), column_types=column_types)
+    outcome = module.parse_line(text, spec)
+    reason = outcome.reason or ""
+    change = outcome.change
+    return (
+        outcome.kind,
+        # Two JSON parsers word a syntax error differently; every other reason is ours.
+        "not valid JSON" if reason.startswith("not valid JSON") else reason,
+        None if change is None else dataclasses.asdict(change),
+        None if change is None or change.row is None else module.dumps(change.row),
+    )
+
+
+@pytest.mark.parametrize("text", list(PARITY_LINES.values()), ids=list(PARITY_LINES))
+def test_parse_line_same_outcome_with_and_without_orjson(
+    backends: dict[str, ModuleType], text: str
+) -> None:
+    # Each line also with its column configured as text (decoded values written as JSON).
+    for column_types in ({}, {"v": "string"}):
+        # Twice each: the second schema-included line takes the schema-prefix path.
+        outcomes = [
+            outcome_of(backends[name], text, column_types)
+            for name in ("orjson", "stdlib")
+            for _ in range(2)
+        ]
+        assert outcomes == [outcomes[0]] * 4
+
+
+@pytest.mark.parametrize(
+    "name", ["bare NaN", "double past the largest", "integer past 64 bits", "lone surrogate"]
+)
+def test_parse_line_json_orjson_refuses_is_bad_without_orjson(
+    backends: dict[str, ModuleType], name: str
+) -> None:
+    outcome = outcome_of(backends["stdlib"], PARITY_LINES[name], {})
+    assert outcome[0] == "bad"
+
+
+def test_parse_line_integer_past_64_bits_is_bad_not_rounded() -> None:
+    outcome = parse_line(PARITY_LINES["integer past 64 bits in the key"], SPEC)
+    assert (outcome.kind, outcome.reason) == (
+        "bad",
+        f"not valid JSON: integer {2**70} does not fit 64 bits",
+    )
+
+
+def test_parse_line_nested_past_limit_is_bad_with_reason() -> None:
+    outcome = parse_line(PARITY_LINES["nested past orjson's limit"], SPEC)
+    assert (outcome.kind, outcome.reason) == (
+        "bad",
+        f"not valid JSON: nested deeper than {debezium.MAX_DEPTH} levels",
+    )
+
+
+@pytest.mark.parametrize("special", ["NaN", "Infinity", "-Infinity"])
+def test_parse_line_special_double_decodes_to_its_value(spark: Any, special: str) -> None:
+    # As text in the row (JSON has no such numbers; orjson would write null), read by Spark's
+    # JSON reader into the double column as the value itself.
+    outcome = parse_line(raw_line(f'"{special}"'), SPEC)
+    assert outcome.change is not None and outcome.change.row is not None
+    assert outcome.change.row["v"] == special
+    row_json = debezium.dumps(outcome.change.row)
+    frame = spark.createDataFrame([(row_json,)], "j string")
+    decoded = frame.selectExpr(f"from_json(j, '{raw_ddl(outcome.change.columns)}').v AS v")
+    value = decoded.collect()[0]["v"]
+    assert math.isnan(value) if special == "NaN" else value == float(special)
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=debezium.MIN_INTEGER, max_value=debezium.MAX_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",))),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_categories=("Cs",))), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_JSON_VALUES)
+@example([1e-05, -2.5e-05, 1e16, 1.5e-07, 1e15, 0.0001, -0.0])  # where the notations differ
+def test_dumps_without_orjson_writes_what_orjson_writes(value: Any) -> None:
+    # Nested columns are stored as this text: it must not depend on the host.
+    written = debezium._stdlib_dumps(value)
+    assert written == orjson.dumps(value).decode()
+    assert debezium._stdlib_loads(written) == orjson.loads(written)
+
+
+def test_parse_line_nanosecond_timestamps_stay_on_orjson() -> None:
+    # Debezium 2.6+ writes ts_ns (19 digits) in every event: such a line must not be sent to
+    # the standard library's slower reading, and still parses as before.
+    ts_ns = 1_764_000_000_123_456_789
+    text = raw_line("2.5").replace('"ts_ms":', f'"ts_ns":{ts_ns},"ts_ms":', 1)
+    assert debezium._LONG_DIGITS.search(text) is None
+    assert parse_line(text, SPEC).kind == "event"
+    assert debezium._LONG_DIGITS.search(raw_line(str(2**64))) is not None
+    assert debezium._LONG_DIGITS.search(raw_line(str(-(2**63) - 1))) is not None

@@ -144,3 +144,10 @@ def test_glue_entry_template_arguments_merge_generated_events_into_hudi(  # type
 
 def _hoodie(frame: Any) -> list[str]:
     return [c for c in frame.columns if c.startswith("_hoodie")]
+
+
+def test_local_session_sets_the_glue_jobs_spark_conf(spark: Any) -> None:
+    # The Glue job passes the same mapping as its --conf (tests/cdk/test_lake_stack.py).
+    from cdclake_merge.session import SPARK_CONF
+
+    assert {key: spark.conf.get(key, None) for key in SPARK_CONF} == dict(SPARK_CONF)

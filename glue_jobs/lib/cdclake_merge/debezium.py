@@ -1,7 +1,9 @@
 """Debezium PostgreSQL change events → normalized, decoded change records (pure Python).
 
 Runs inside Spark's Python workers (one call per input line), so it depends on
-nothing but the standard library (and ``orjson`` when present, for speed). Every
+nothing but the standard library and ``orjson`` (the Glue job installs the version
+requirements.txt pins). Without orjson it reads and writes JSON with the standard
+library under orjson's rules, so a line has the same outcome either way. Every
 line ends as exactly one :class:`Outcome`: an ``event`` to apply, a ``skip`` with
 its reason (blank lines, tombstones, logical decoding messages) or ``bad`` with
 its reason (quarantined). Nothing is dropped without a reason, and no input makes
@@ -11,7 +13,8 @@ Values are decoded into a canonical JSON form that Spark turns into typed column
 with native casts (see :mod:`cdclake_merge.schema`): decimals as exact strings,
 dates as days since the epoch, timestamps as microseconds since the epoch in UTC,
 times as ``HH:MM:SS.ffffff`` strings, binary as base64, nested values (arrays,
-structs, maps, geometry) as JSON text.
+structs, maps, geometry) as JSON text, PostgreSQL's ``NaN``/``Infinity``/``-Infinity``
+doubles as those strings (Spark reads them into a float or double column as the value).
 """
 
 from __future__ import annotations
@@ -20,28 +23,147 @@ import base64
 import binascii
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-try:  # orjson is several times faster; Glue may not have it, the stdlib is the fallback.
-    import orjson
+try:
+    import orjson as _orjson
+except ImportError:  # a host without it: the standard library, held to orjson's rules
+    _orjson = None  # type: ignore[assignment]
 
-    def loads(text: str) -> Any:
-        return orjson.loads(text)
+# What orjson reads, and so what a line may hold either way: integers of 64 bits (signed or
+# unsigned), finite numbers, no NaN/Infinity tokens, no lone surrogates. orjson reads a longer
+# integer as a double, silently rounded: such a line is refused instead, with either backend.
+MIN_INTEGER, MAX_INTEGER = -(2**63), 2**64 - 1
+# A line nested deeper than this is refused, whichever backend reads it: orjson reads 1024
+# levels and writes 254, the standard library stops at Python's recursion limit. Debezium
+# lines nest a few levels (a jsonb value is text).
+MAX_DEPTH = 128
+# A line that may hold an integer orjson cannot read exactly: 20 digits and more (past
+# 2**64 - 1), or a negative one of 19 (past -2**63). Debezium's own ts_ns has 19 digits, so a
+# shorter pattern would send every line of Debezium 2.6+ down the slow path.
+_LONG_DIGITS = re.compile(r"\d{20}|-\d{19}")
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # strings (skipped) and brackets
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
-    def dumps(value: Any) -> str:
-        return orjson.dumps(value).decode()
 
-except ImportError:  # pragma: no cover - exercised on hosts without orjson
+def _check_depth(text: str) -> None:
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    depth = 0
+    for token in _NESTING.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        elif bracket in ("]", "}"):
+            depth -= 1
 
-    def loads(text: str) -> Any:
-        return json.loads(text)
 
-    def dumps(value: Any) -> str:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _integer(text: str) -> int:
+    number = int(text)
+    if not MIN_INTEGER <= number <= MAX_INTEGER:
+        raise ValueError(f"integer {text[:40]} does not fit 64 bits")
+    return number
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"number {text[:40]} is out of range for a double")
+    return number
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _check_surrogates(value: Any) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError("a string holds a lone UTF-16 surrogate") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_surrogates(key)
+            _check_surrogates(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_surrogates(item)
+
+
+def _stdlib_loads(text: str) -> Any:
+    _check_depth(text)
+    value = json.loads(text, parse_int=_integer, parse_float=_finite, parse_constant=_no_constant)
+    if _SURROGATE.search(text):
+        _check_surrogates(value)
+    return value
+
+
+def _orjson_loads(text: str) -> Any:
+    _check_depth(text)
+    if _LONG_DIGITS.search(text):
+        # orjson would read an integer past 64 bits as a rounded double; the standard
+        # library's reading refuses it (and reads everything else as orjson does).
+        return _stdlib_loads(text)
+    return _orjson.loads(text)
+
+
+def _float_text(number: float) -> str:
+    """``number`` as orjson writes it: Python's shortest digits, orjson's notation."""
+    if not math.isfinite(number):
+        return "null"
+    text = repr(number)
+    mantissa, _, exponent = text.partition("e")
+    if not exponent:
+        return text
+    power = int(exponent)
+    if power == -5:  # orjson writes 1e-05 as 0.00001; Python switches to exponents at 1e-05
+        sign, digits = ("-", mantissa[1:]) if mantissa.startswith("-") else ("", mantissa)
+        return f"{sign}0.0000{digits.replace('.', '')}"
+    return f"{mantissa}e{power}"
+
+
+def _stdlib_dumps(value: Any) -> str:
+    """``value`` as orjson writes it (compact, UTF-8 text, orjson's float notation)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        if not MIN_INTEGER <= value <= MAX_INTEGER:
+            raise TypeError("Integer exceeds 64-bit range")
+        return str(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("Dict key must be str")
+        return (
+            "{" + ",".join(f"{_stdlib_dumps(k)}:{_stdlib_dumps(v)}" for k, v in value.items()) + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_stdlib_dumps(item) for item in value) + "]"
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+def _orjson_dumps(value: Any) -> str:
+    return _orjson.dumps(value).decode()
+
+
+# orjson is several times faster; the results are the same.
+loads = _stdlib_loads if _orjson is None else _orjson_loads
+dumps = _stdlib_dumps if _orjson is None else _orjson_dumps
 
 
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -479,10 +601,14 @@ def _decode_int(value: Any, _: str) -> int:
     return value
 
 
-def _decode_float(value: Any, _: str) -> float:
+# Debezium's text for PostgreSQL's special float4/float8 values.
+_SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "-Infinity"})
+
+
+def _decode_float(value: Any, _: str) -> float | str:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
-            return float(value)
+        if isinstance(value, str) and value in _SPECIAL_DOUBLES:
+            return value  # as text: JSON has no such numbers (orjson would write null)
         raise BadRecord(f"expected a number, got {value!r}")
     return float(value)
 

@@ -1,6 +1,9 @@
 """The local SparkSession: embedded Spark with an embedded (Derby) Hive metastore.
 
 On Glue the session comes from GlueContext instead; see ``glue_jobs/merge_job.py``.
+:data:`SPARK_CONF` is what both sessions share: the Glue job passes it as its ``--conf``
+(``stacks/components/merge_jobs.py``), the local session sets it. This module imports no
+Spark at import time so that the CDK app can read it.
 """
 
 from __future__ import annotations
@@ -9,18 +12,40 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 JARS_ENV = "CDCLAKE_SPARK_JARS"  # a folder of jars to add (default: the repo's jvm/lib/spark)
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
 REPO_JARS = Path(__file__).resolve().parents[3] / "jvm" / "lib" / "spark"
 HUDI_BUNDLE = "hudi-spark3.5-bundle_2.12-0.15.0.jar"
+# Spark settings that change what the merge reads or writes, the same on Glue and here. They
+# must be set before the SparkContext starts (on Glue: the job's --conf), so the job script
+# cannot set them itself. Hudi 0.15 wants its Kryo registrator (without it Hudi's own classes
+# go through Kryo's generic path); the extension and catalog are Hudi's Spark SQL support;
+# timestamps are UTC and stored as microseconds everywhere.
+SPARK_CONF: Mapping[str, str] = {
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+    "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+    "spark.sql.hive.convertMetastoreParquet": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
 
 
 class MissingJars(RuntimeError):
     """The Hudi bundle is not where the local session looks for it."""
+
+
+# Hudi sizes its in-memory maps with a shaded JOL, which by default attaches the HotSpot
+# Serviceability Agent (a second JVM, started per session) and the instrumentation agent, and
+# prints warnings when a container forbids either. Its fallback estimate is enough for sizing.
+JOL_OPTIONS = "-Djol.skipHotspotSAAttach=true -Djol.skipDynamicAttach=true"
 
 
 def spark_jars() -> list[Path]:
@@ -38,10 +63,12 @@ def spark_jars() -> list[Path]:
 def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkSession:
     """A small local session whose catalog lives under ``warehouse``.
 
-    Session time zone is UTC so timestamps mean the same thing everywhere. Shuffle
+    :data:`SPARK_CONF` as on Glue, plus what only a laptop needs. Shuffle
     partitions are kept low: local runs are small, and 200 tiny tasks cost more
     than they save.
     """
+    from pyspark.sql import SparkSession
+
     warehouse = Path(warehouse).resolve()
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -59,9 +86,8 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         )
         .config(
             "spark.driver.extraJavaOptions",
-            f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J}",
+            f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS}",
         )
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.default.parallelism", "4")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
@@ -69,20 +95,12 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", os.environ.get("CDCLAKE_DRIVER_MEMORY", "4g"))
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
-        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        # What Glue 5.0 sets with --datalake-formats hudi. The jars go on the JVM's classpath,
+        # What Glue 5.0 adds with --datalake-formats hudi. The jars go on the JVM's classpath,
         # as on Glue, not only into spark.jars' class loader: Hudi's own thread pools resolve
         # Avro classes through the system loader and would otherwise read the record index's
         # delete blocks as generic records (ClassCastException to HoodieDeleteRecord).
         .config("spark.jars", ",".join(str(j) for j in jars))
         .config("spark.driver.extraClassPath", os.pathsep.join(str(j) for j in jars))
-        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.hudi.catalog.HoodieCatalog"
-        )
-        .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
-        .config("spark.sql.hive.convertMetastoreParquet", "false")
         # Hudi's catalog sync opens its own metastore client, which checks the schema version
         # Spark's embedded Derby metastore never records: every process after the one that
         # created it failed the sync (after the data commit) with "Version information not
@@ -90,14 +108,23 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.hadoop.hive.metastore.schema.verification", "false")
         .enableHiveSupport()
     )
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
     for key, value in s3_settings(os.environ).items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # Hudi sizes objects with JOL, which prints its warnings on the JVM's stdout: that is the
-    # CLI's stdout (`cdclake merge --json`). JVM output belongs on stderr with the logs.
-    system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
-    system.setOut(system.err)
+    # CLI's stdout (`cdclake merge --json`). JVM output belongs on stderr with the logs, and
+    # JOL's one-time notes about agents it is told not to attach (JOL_OPTIONS) nowhere: it is
+    # initialised here with stdout set aside.
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    system = jvm.java.lang.System
+    system.setOut(jvm.java.io.PrintStream(jvm.java.io.ByteArrayOutputStream()))
+    try:
+        jvm.org.apache.hudi.org.openjdk.jol.vm.VM.current()
+    finally:
+        system.setOut(system.err)
     return spark
 
 
