@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 from typing import Any
@@ -99,16 +100,49 @@ def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
         assert args["--max_bad_fraction"] == str(config.lake.glue_job.max_bad_fraction)
         assert args["--tombstone_retention_days"] == str(config.lake.tombstone_retention_days)
         assert args["--datalake-formats"] == "hudi"
-        assert args["--conf"] == (
-            "spark.serializer=org.apache.spark.serializer.KryoSerializer"
-            " --conf spark.sql.hive.convertMetastoreParquet=false"
-        )
         assert args["--enable-glue-datacatalog"] == "true"
         assert args["--enable-metrics"] == "true"
-        assert args["--enable-continuous-cloudwatch-log"] == "true"
         assert args["--job-bookmark-option"] == "job-bookmark-disable"
         assert args["--extra-py-files"].endswith(".zip")
         assert job["Command"]["ScriptLocation"].endswith(".py")
+
+
+def glue_conf_settings(value: str) -> dict[str, str]:
+    """Glue's ``--conf`` value (``k=v --conf k2=v2``) as the settings it passes to Spark."""
+    return dict(part.split("=", 1) for part in value.split(" --conf "))
+
+
+def test_lake_glue_job_spark_conf_is_the_local_sessions(env: Any) -> None:
+    from cdclake_merge.session import SPARK_CONF
+
+    for job in jobs(env).values():
+        assert glue_conf_settings(job["DefaultArguments"]["--conf"]) == dict(SPARK_CONF)
+    assert SPARK_CONF["spark.kryo.registrator"] == "org.apache.spark.HoodieSparkKryoRegistrar"
+
+
+def test_lake_glue_job_ships_orjson_pinned_in_requirements(env: Any) -> None:
+    requirements = Path(__file__).resolve().parents[2] / "requirements.txt"
+    pin = next(
+        line for line in requirements.read_text().splitlines() if line.startswith("orjson==")
+    )
+    for job in jobs(env).values():
+        assert job["DefaultArguments"]["--additional-python-modules"] == pin
+
+
+def test_lake_job_module_pin_missing_from_requirements_fails_naming_file(tmp_path: Path) -> None:
+    from stacks.components.merge_jobs import pinned
+
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pinned\nORJSON==3.11.5  # fast JSON\nboto3>=1\n")
+    assert pinned(["orjson"], requirements) == "orjson==3.11.5"
+    with pytest.raises(ValueError, match=r"requirements\.txt: no name==version pin for boto3"):
+        pinned(["orjson", "boto3"], requirements)
+
+
+def test_lake_glue_job_no_continuous_log_argument(env: Any) -> None:
+    # Glue 5.0 ignores it: real-time logs are always on there.
+    for job in jobs(env).values():
+        assert "--enable-continuous-cloudwatch-log" not in job["DefaultArguments"]
 
 
 def test_lake_glue_job_unpartitioned_table_omits_partition_fields(env: Any) -> None:
@@ -293,3 +327,50 @@ def test_lake_job_role_quarantine_objects_limited_to_table_folders(env: Any) -> 
         quarantine = {r for r in allowed(env, action) if r.startswith("<quarantine_bucket>/")}
         assert quarantine
         assert {r.split("/")[1] for r in quarantine} == folders, action
+
+
+def permits(env: Any, action: str, path: str) -> bool:
+    """Whether an Allow statement of the lake stack grants ``action`` on ``path``
+    (``<bucket>/key``, buckets named as :func:`render` names them)."""
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in allowed(env, action))
+
+
+def job_paths(env: Any, table: Any) -> dict[str, str]:
+    """The job's S3 folders of ``table`` as ``<bucket>/folder/`` (its rendered arguments)."""
+    args = jobs(env)[table.name]["DefaultArguments"]
+    return {
+        name: render(env, args[f"--{name}_path"]).removeprefix("s3://")
+        for name in ("changes", "warehouse", "quarantine")
+    }
+
+
+OBJECT_WRITES = ("s3:PutObject", "s3:DeleteObject")
+
+
+def test_lake_job_role_hudi_reads_writes_deletes_and_lists_its_table(env: Any) -> None:
+    # Hudi lists the table folder, reads and rewrites base files, writes and deletes its
+    # timeline and markers under .hoodie/; the sink keeps its sidecar in the warehouse too.
+    for table in env.config.lake_tables:
+        warehouse = job_paths(env, table)["warehouse"]
+        assert warehouse.split("/")[0] in allowed(env, "s3:ListBucket")
+        folder = f"{warehouse}{env.config.lake.glue_database}.db/{table.lake_table_name}"
+        for key in ("p/f1_0-1-0_20240101.parquet", ".hoodie/20240101.commit", ".hoodie/.temp/m"):
+            for action in ("s3:GetObject", *OBJECT_WRITES):
+                assert permits(env, action, f"{folder}/{key}"), (action, table.name, key)
+
+
+def test_lake_job_role_reads_change_files_and_never_writes_them(env: Any) -> None:
+    for table in env.config.lake_tables:
+        changes = job_paths(env, table)["changes"]
+        assert changes.split("/")[0] in allowed(env, "s3:ListBucket")
+        change_file = f"{changes}partition=0/topic+0+0000000000.json"
+        assert permits(env, "s3:GetObject", change_file), table.name
+        assert not any(permits(env, action, change_file) for action in OBJECT_WRITES)
+
+
+def test_lake_job_role_writes_quarantine_of_its_tables(env: Any) -> None:
+    for table in env.config.lake_tables:
+        quarantine = job_paths(env, table)["quarantine"]
+        assert quarantine.split("/")[0] in allowed(env, "s3:ListBucket")
+        for action in ("s3:GetObject", *OBJECT_WRITES):
+            assert permits(env, action, f"{quarantine}v00000001/part-0.json"), action

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,9 @@ import pytest
 
 from cdclake_merge.hudi import (
     CHECKPOINT_KEY,
+    MAX_NAMED_KEYS,
     PAYLOAD_CLASS,
+    TOMBSTONED_AT,
     hudi_options,
     key_generator,
     newest_checkpoint_name,
@@ -90,7 +95,8 @@ def test_hudi_options_bad_table_type_is_rejected() -> None:
         (["id"], [], "NonpartitionedKeyGenerator"),
         (["id"], ["day"], "SimpleKeyGenerator"),
         (["a", "b"], ["day"], "ComplexKeyGenerator"),
-        (["id"], ["y", "m"], "ComplexKeyGenerator"),
+        (["id"], ["y", "m"], "CustomKeyGenerator"),
+        (["a", "b"], ["y", "m"], "ComplexKeyGenerator"),
     ],
 )
 def test_key_generator_matches_key_and_partitions(
@@ -492,3 +498,122 @@ def test_hudi_run_reads_state_of_its_own_keys_only(lake: Lake) -> None:
     lake.merge()
     assert recording.looked_up == [3, 7]  # a live row and a tombstone; 99 is new
     assert sorted(r["id"] for r in lake.visible()) == [*range(50), 99]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_run_above_named_key_limit_fills_toast_and_skips_stale(cow: Lake) -> None:
+    """Past ``MAX_NAMED_KEYS`` the state is semi-joined, not named: the normal case at volume."""
+    count = MAX_NAMED_KEYS + 100
+    recording = LookupRecordingSink(cow.sink)
+    cow.sink = recording  # type: ignore[assignment]
+    cow.write(
+        "a.json", [c(i, 10_000 + i, bio=f"b{i}") for i in range(count)] + [d(count - 1, 20_000)]
+    )
+    cow.merge()
+    toast = "__debezium_unavailable_value"
+    run = [
+        envelope("u", lsn=30_000 + i, after={"id": i, "name": "u", "bio": toast})
+        for i in range(count - 2)
+    ]
+    run += [
+        envelope("u", lsn=9_000, after={"id": count - 2, "name": "stale", "bio": "x"}),  # older
+        c(count - 1, 10_000 + count - 1, bio="again"),  # redelivered insert of a deleted key
+    ]
+    cow.write("b.json", run, partition=1)
+    assert len(run) > MAX_NAMED_KEYS
+    assert cow.merge().stale_skipped == 2
+    assert recording.looked_up == list(range(count))  # the run's keys: live rows, a tombstone
+    rows = {r["id"]: (r["name"], r["bio"]) for r in cow.visible()}
+    assert len(rows) == count - 1
+    assert all(rows[i] == ("u", f"b{i}") for i in range(count - 2))
+    assert rows[count - 2] == (f"n{count - 2}", f"b{count - 2}")
+
+
+# --- record keys Glue 5.0 stores alike (its Hudi reverts HUDI-7001) -----------------------------
+
+
+def _hoodie_properties(lake: Lake) -> dict[str, str]:
+    text = (Path(lake.sink.root) / ".hoodie" / "hoodie.properties").read_text()  # type: ignore[attr-defined]
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.parametrize(
+    ("key", "row", "stored_key"),
+    [
+        (("id",), {"id": 1}, "1"),
+        (("id", "line"), {"id": 1, "line": 2}, "id:1,line:2"),
+    ],
+    ids=["one-column-key", "two-column-key"],
+)
+def test_hudi_two_partition_columns_record_key_is_not_hudi_7001s_path(
+    spark: Any, tmp_path: Path, key: tuple[str, ...], row: dict[str, Any], stored_key: str
+) -> None:
+    # ComplexKeyGenerator writes a one-column key as "1" in OSS 0.15 and as "id:1" on Glue 5.0:
+    # a one-column key must not reach it. A key of several columns goes through its
+    # several-column branch, which HUDI-7001 left as it was ("id:1,line:2" in both).
+    lake = Lake(spark, tmp_path, key=key, partition=("region", "day"))
+    lake.write("a.json", [envelope("c", lsn=10, after={**row, "region": "eu", "day": "d1"})])
+    lake.merge()
+    generator = _hoodie_properties(lake)["hoodie.table.keygenerator.class"]
+    assert generator == key_generator(key, ("region", "day"))
+    assert generator.endswith("ComplexKeyGenerator") == (len(key) > 1)
+    stored = _hudi_rows(lake)
+    assert [(r["_hoodie_record_key"], r["_hoodie_partition_path"]) for r in stored] == [
+        (stored_key, "region=eu/day=d1")
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_one_column_key_two_partition_columns_updates_moves_and_registers(
+    spark: Any, tmp_path: Path
+) -> None:
+    lake = Lake(spark, tmp_path, partition=("region", "day"))
+    lake.write("a.json", [c(1, 10, region="eu", day="d1"), c(2, 11, region="us", day="d1")])
+    lake.merge()
+    lake.write(
+        "b.json",
+        [
+            envelope("u", lsn=20, after={"id": 1, "name": "m", "region": "us", "day": "d2"}),
+            d(2, 21),
+        ],
+    )
+    lake.merge()
+    assert [(r["id"], r["name"], r["region"], r["day"]) for r in _hudi_rows(lake)] == [
+        (1, "m", "us", "d2")
+    ]
+    assert lake.visible() == [{"id": 1, "name": "m", "region": "us", "day": "d2"}]
+    partitions = {r[0] for r in spark.sql(f"SHOW PARTITIONS {lake.table}").collect()}
+    assert "region=us/day=d2" in partitions
+
+
+def _tombstone_times(lake: Lake) -> dict[int, str]:
+    """Key → ``_cdc_tombstoned_at`` of the table's only tombstone set."""
+    [name] = lake.sink.load().tombstones
+    path = str(Path(lake.sink.sidecar) / name)  # type: ignore[attr-defined]
+    return {r["id"]: r[TOMBSTONED_AT] for r in lake.spark.read.parquet(path).collect()}
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_tombstone_retention_applies_per_row_when_sets_are_rewritten(cow: Lake) -> None:
+    cow.write("a.json", [c(1, 10), d(1, 20)])
+    cow.merge()
+    time.sleep(2)
+    # A truncate rewrites the sets as one; each row keeps the time it was tombstoned.
+    cow.write("b.json", [envelope("t", lsn=15), c(2, 30), d(2, 40)], partition=1)
+    cow.merge()
+    times = _tombstone_times(cow)
+    assert times[1] < times[2]
+    # Retention whose cutoff falls between them: the older row goes, the younger stays.
+    cutoff = dt.datetime.fromisoformat(times[1]) + dt.timedelta(seconds=1)
+    retention = (dt.datetime.now(dt.UTC) - cutoff) / dt.timedelta(days=1)
+    cow.options = replace(cow.options, tombstone_retention_days=retention)
+    cow.write("c.json", [envelope("t", lsn=16), c(3, 50), d(3, 60)], partition=2)
+    cow.merge()
+    assert sorted(_tombstone_times(cow)) == [2, 3]

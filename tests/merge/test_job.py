@@ -4,6 +4,7 @@ truncates, TOAST, schema changes, quarantine."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,28 @@ def test_run_merge_checkpoint_with_file_names_is_converted_to_positions(cow_lake
     assert converted.positions["topics/app.public.orders/partition=0"].after == "a.json"
     assert cow_lake.merge().committed is False
     assert cow_lake.visible() == [{"id": 1, "name": "b"}]
+
+
+def test_run_merge_after_quarantine_replay_applies_only_new_files(cow_lake: Lake) -> None:
+    from cdclake_merge.replay import replay
+
+    typed = {"amount": "decimal(10,2)"}
+    cow_lake.options = replace(cow_lake.options, column_types=typed, max_bad_fraction=1.0)
+    applied = cow_lake.write("a.json", [c(1, "a", 10), c(2, "too big", 11, amount="1e20")])
+    assert cow_lake.merge().quarantined == 1
+    positions = cow_lake.sink.load().positions
+    cow_lake.options = replace(cow_lake.options, column_types={"amount": "string"})  # the fix
+    replayed = replay(lambda: cow_lake.spark, cow_lake.fs, cow_lake.sink, cow_lake.options)
+    assert (replayed.version, len(replayed.applied)) == (2, 1)
+    assert cow_lake.sink.load().positions == positions
+    cow_lake.write("b.json", [u(1, "b", 20)])
+    applied.chmod(0)  # unreadable: listing history again would open it and fail the run
+    try:
+        result = cow_lake.merge()
+    finally:
+        applied.chmod(0o644)
+    assert (result.files_applied, result.events_read, result.quarantined) == (1, 1, 0)
+    assert cow_lake.visible() == [
+        {"id": 1, "name": "b", "amount": None},
+        {"id": 2, "name": "too big", "amount": "1e20"},
+    ]

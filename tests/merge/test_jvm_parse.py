@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,10 @@ def head_of(text: str) -> str:
     return text[: text.index(HEAD_END) + len(HEAD_END)]
 
 
+# The placeholder in a bytea column: binary.handling.mode=base64 (the default) and =hex.
+TOAST_BASE64 = base64.b64encode(UNAVAILABLE.encode()).decode()
+TOAST_HEX = UNAVAILABLE.encode().hex()
+
 # Each line the JVM must leave to Python, next to why; every one also differs from the clean
 # line in one place only, so a check that is lost shows here as a wrong outcome.
 UNDECIDED = {
@@ -103,6 +108,8 @@ DECIDED = {
     "delete": line(event("d")),
     "truncate": line({**event(), "op": "t", "after": None}),
     "TOAST placeholder": line(event(name=UNAVAILABLE)),
+    "TOAST placeholder in bytes, base64": line(event(blob=TOAST_BASE64)),
+    "TOAST placeholder in bytes, hex": line(event(blob=TOAST_HEX)),
     "null values": line(event(name=None, amount=None, zoned=None)),
     "tombstone": "null",
     "blank line": "",
@@ -200,3 +207,12 @@ def test_plan_head_schemas_it_cannot_decode_get_no_plan(
 def test_plan_head_configured_text_column_gets_no_plan() -> None:
     spec = TableSpec(("id",), column_types={"price": "string"})
     assert plan_head(head_of(line(event())), spec) is None
+
+
+@pytest.mark.parametrize("form", ["base64", "hex"])
+def test_classify_lines_bytes_toast_placeholder_decided_as_toast(edge_cases, form: str) -> None:  # type: ignore[no-untyped-def]
+    number = edge_cases["names"].index(f"TOAST placeholder in bytes, {form}") + 1
+    assert number in edge_cases["decided"]
+    [fast] = [r for r in edge_cases["fast"] if r[1] == number]
+    [python] = [r for r in edge_cases["python"] if r[1] == number]
+    assert fast[7] == python[7] == ("blob",)  # the outcome's toast columns

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.positions import positions_as_json, positions_from_json
 from cdclake_merge.schema import Column
-from cdclake_merge.sink import Changes, Staged, TableState
+from cdclake_merge.sink import Changes, Staged, TableState, register_sink
 from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, ORDER, empty_state
 
@@ -68,12 +68,35 @@ class CatalogSyncError(RuntimeError):
     """The data commit succeeded but registering it in the catalog failed."""
 
 
+CUSTOM_KEY_GENERATOR = "org.apache.hudi.keygen.CustomKeyGenerator"
+
+
 def key_generator(record_key: Sequence[str], partition_fields: Sequence[str]) -> str:
+    """The key generator class, chosen so that Glue 5.0 and OSS Hudi 0.15 store the same keys.
+
+    ``ComplexKeyGenerator`` with a one-column key writes ``<value>`` in OSS 0.15 (HUDI-7001)
+    and ``<column>:<value>`` on Glue 5.0, which reverts HUDI-7001. A one-column key with
+    several partition columns therefore takes ``CustomKeyGenerator``, whose one-column record
+    key is ``SimpleKeyGenerator``'s ``<value>`` in both. ``ComplexKeyGenerator`` is left to keys
+    of several columns (``a:1,b:2`` in both); see docs/merge-job.md.
+    """
     if not partition_fields:
         return "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
-    if len(record_key) == 1 and len(partition_fields) == 1:
-        return "org.apache.hudi.keygen.SimpleKeyGenerator"
+    if len(record_key) == 1:
+        if len(partition_fields) == 1:
+            return "org.apache.hudi.keygen.SimpleKeyGenerator"
+        return CUSTOM_KEY_GENERATOR
     return "org.apache.hudi.keygen.ComplexKeyGenerator"
+
+
+def partition_path_option(record_key: Sequence[str], partition_fields: Sequence[str]) -> str:
+    """``hoodie.datasource.write.partitionpath.field`` for :func:`key_generator`'s class.
+
+    ``CustomKeyGenerator`` takes each column with its kind (``col:SIMPLE``, the value as is).
+    """
+    if key_generator(record_key, partition_fields) == CUSTOM_KEY_GENERATOR:
+        return ",".join(f"{field}:SIMPLE" for field in partition_fields)
+    return ",".join(partition_fields)
 
 
 def hudi_options(
@@ -101,7 +124,9 @@ def hudi_options(
         "hoodie.datasource.write.table.type": table_type,
         "hoodie.datasource.write.operation": "upsert",
         "hoodie.datasource.write.recordkey.field": ",".join(record_key),
-        "hoodie.datasource.write.partitionpath.field": ",".join(partition_fields),
+        "hoodie.datasource.write.partitionpath.field": partition_path_option(
+            record_key, partition_fields
+        ),
         "hoodie.datasource.write.keygenerator.class": key_generator(record_key, partition_fields),
         "hoodie.datasource.write.hive_style_partitioning": "true",
         # Event-time ordering: an older incoming record never replaces a newer stored one.
@@ -494,3 +519,6 @@ def _one_line(exc: Exception, table: str, version: int) -> Exception:
             f"failed: {root}"
         )
     return RuntimeError(f"table {table}: the Hudi write of version {version} failed: {root}")
+
+
+register_sink("hudi", HudiTable)

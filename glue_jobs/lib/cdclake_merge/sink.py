@@ -7,13 +7,17 @@ tombstones, the checkpoint) and :meth:`Sink.commit` makes it all current in one
 atomic step. A run killed between or during the two leaves the previous state in
 force; the next run stages the same version again over what was left.
 
-There is one sink, :class:`~cdclake_merge.hudi.HudiTable` (Hudi 0.15, as on Glue
-5.0); :func:`open_sink` is the one place both entry points make it.
+Sinks are found by table format in a registry: an implementation registers itself
+(:func:`register_sink`) and imports this contract, never the other way round. There is one,
+``hudi`` (:class:`~cdclake_merge.hudi.HudiTable`, Hudi 0.15 as on Glue 5.0), loaded by its
+module name the first time it is opened; :func:`open_sink` is the one place both entry points
+make a sink.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -94,6 +98,29 @@ class Sink(Protocol):
     ) -> DataFrame | None: ...
     def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
+    def newest_checkpoint(self) -> dict[str, Any] | None: ...
+
+
+SinkFactory = Callable[..., Sink]
+DEFAULT_FORMAT = "hudi"
+# Where each built-in format registers itself: imported by name on first use.
+BUILT_IN_FORMATS = {"hudi": "cdclake_merge.hudi"}
+_REGISTRY: dict[str, SinkFactory] = {}
+
+
+def register_sink(table_format: str, factory: SinkFactory) -> None:
+    """Make ``factory`` (called with :func:`open_sink`'s keywords) the sink of a format."""
+    _REGISTRY[table_format] = factory
+
+
+def sink_factory(table_format: str = DEFAULT_FORMAT) -> SinkFactory:
+    if table_format not in _REGISTRY and table_format in BUILT_IN_FORMATS:
+        importlib.import_module(BUILT_IN_FORMATS[table_format])
+    try:
+        return _REGISTRY[table_format]
+    except KeyError:
+        known = sorted({*_REGISTRY, *BUILT_IN_FORMATS})
+        raise ValueError(f"no sink for table format {table_format!r} (known: {known})") from None
 
 
 def open_sink(
@@ -113,11 +140,9 @@ def open_sink(
     ``spark_factory`` is called only when Spark is needed, so a run with nothing
     to apply never starts a JVM. Raises ValueError with a one-line reason.
     """
-    from cdclake_merge.hudi import HudiTable
-
     if table_type not in TABLE_TYPES:
         raise ValueError(f"table type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
-    return HudiTable(
+    return sink_factory()(
         warehouse=warehouse,
         table=table,
         key=key,
@@ -137,9 +162,9 @@ def open_existing_sink(
 
     For read-only commands; None where the table has no commit yet.
     """
-    from cdclake_merge.hudi import HudiTable
-
-    probe = HudiTable(warehouse=warehouse, table=table, key=(), fs=fs, spark_factory=spark_factory)
+    probe = sink_factory()(
+        warehouse=warehouse, table=table, key=(), fs=fs, spark_factory=spark_factory
+    )
     checkpoint = probe.newest_checkpoint()
     if checkpoint is None:
         return None
