@@ -18,6 +18,7 @@ from rich.table import Table
 
 from cdclake.doctor import doctor
 from cdclake.errors import run
+from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
 from cdclake.snapshot import snapshot
@@ -73,23 +74,6 @@ def _parse_types(values: list[str]) -> dict[str, str]:
             _fail(f"--type expects COLUMN=TYPE, got {value!r}", 2)
         types[name.strip()] = spark_type.strip()
     return types
-
-
-def _lazy_spark(warehouse: Path) -> Any:
-    """A factory that starts the local session on first use, once."""
-    holder: dict[str, Any] = {}
-
-    def get() -> Any:
-        if "spark" not in holder:
-            from cdclake_merge.session import MissingJars, local_session
-
-            try:
-                holder["spark"] = local_session(warehouse)
-            except MissingJars as exc:
-                _fail(str(exc), 2)
-        return holder["spark"]
-
-    return get
 
 
 @app.command()
@@ -168,7 +152,7 @@ def merge(
             else {"tombstone_retention_days": tombstone_retention_days}
         ),
     )
-    spark_factory = _lazy_spark(warehouse)
+    spark_factory = local_spark(warehouse)
     local = LocalFileSystem()
     try:
         sink = open_sink(
@@ -232,21 +216,6 @@ def _publish_metrics(env: str, table: str, result: Any, seconds: float) -> None:
         result.as_dict(), environment=env, table=table, duration_seconds=seconds
     )
     publish(run)  # a failure is one logged line; the merge stands
-
-
-def _live_lines(sink: Any, state: Any, spark_factory: Any) -> list[str]:
-    """hudi-rs reads the table without a JVM; Spark only where hudi-rs cannot read it yet."""
-    from cdclake.lake_reader import LakeReadError, live_rows_as_json
-
-    key = state.checkpoint["key"]
-    try:
-        return list(live_rows_as_json(sink.root, key, state.columns))
-    except LakeReadError as exc:
-        console.print(f"hudi-rs cannot read {sink.table} ({exc}); reading it with Spark")
-        from cdclake_merge.export import rows_as_json
-
-        live = sink.read_live(spark_factory(), state)
-        return list(rows_as_json(live, key)) if live is not None else []
 
 
 def _env_target(env: str, source_table: str) -> Any:
@@ -319,31 +288,20 @@ def export(
     out: Annotated[Path, typer.Option(help="Output JSON lines file ('-' for stdout)")],
 ) -> None:
     """Write the table's live rows as JSON lines sorted by key (read without a JVM)."""
-    from cdclake_merge.sink import open_existing_sink
-    from cdclake_merge.storage import LocalFileSystem
-
-    spark_factory = _lazy_spark(warehouse)
-    try:
-        sink = open_existing_sink(
-            warehouse=str(warehouse.resolve()),
-            table=table,
-            fs=LocalFileSystem(),
-            spark_factory=spark_factory,
-        )
-    except ValueError as exc:
-        _fail(str(exc), 2)
-    state = sink.load() if sink is not None else None
-    if state is None or state.version == 0:
+    lake = read_lake(warehouse, table)
+    if lake is None:
         _fail(f"table {table} has no commit under {warehouse}")
-    assert sink is not None and state is not None
-    lines = _live_lines(sink, state, spark_factory) if state.exists else []
+    assert lake is not None
+    if lake.reader.startswith("spark"):
+        console.print(f"{table}: read with {lake.reader}", highlight=False)
+    lines = [json.dumps(row, separators=(",", ":")) for row in lake.rows]
     text = "".join(line + "\n" for line in lines)
     if str(out) == "-":
         sys.stdout.write(text)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
-        console.print(f"{len(lines):,} rows of {table} (version {state.version}) → {out}")
+        console.print(f"{len(lines):,} rows of {table} (version {lake.version}) → {out}")
 
 
 @app.command()

@@ -64,6 +64,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return _one_line(str(exc).splitlines()[0]), USAGE
     if isinstance(exc, StackError):
         return _one_line(str(exc)), FAILURE
+    if type(exc).__name__ == "MissingJars":  # cdclake_merge.session; importing it imports Spark
+        return _one_line(str(exc)), USAGE
     if isinstance(
         exc,
         boto.NoCredentialsError

@@ -19,7 +19,9 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 # The merge's metadata columns (cdclake_merge.transforms.METADATA_COLUMNS): importing that
@@ -40,6 +42,81 @@ Formatter = Callable[[Any], Any]
 
 class LakeReadError(RuntimeError):
     """hudi-rs could not read the table; the message is one line naming it."""
+
+
+def local_spark(warehouse: str | Path) -> Callable[[], Any]:
+    """A factory that starts the local SparkSession on ``warehouse`` on first use, once.
+
+    Commands that may not need Spark (nothing to merge, a table hudi-rs reads) take this
+    instead of a session, so they start no JVM.
+    """
+    holder: dict[str, Any] = {}
+
+    def get() -> Any:
+        if "spark" not in holder:
+            from cdclake_merge.session import local_session
+
+            spark = local_session(Path(str(warehouse).removeprefix("file://")))
+            # Spark's own metastore client creates the embedded metastore's schema on first
+            # use; Hudi's catalog sync opens another client that does not, and fails on a
+            # warehouse no Spark catalog call has touched yet (a commit to an existing table
+            # makes none before the sync).
+            spark.sql("SHOW DATABASES").collect()
+            holder["spark"] = spark
+        return holder["spark"]
+
+    return get
+
+
+@dataclass(frozen=True)
+class LakeRows:
+    """A lake table's live rows as export dicts (sorted by key), and how they were read."""
+
+    rows: list[dict[str, Any]]
+    key: tuple[str, ...]
+    columns: dict[str, str]  # name -> Spark type, the merge's metadata columns excluded
+    version: int
+    reader: str  # "hudi-rs", or "spark (hudi-rs: why not)"
+
+
+def read_lake(
+    warehouse: str | Path, table: str, spark_factory: Callable[[], Any] | None = None
+) -> LakeRows | None:
+    """The live rows of ``DATABASE.TABLE`` under ``warehouse``; None while it has no commit.
+
+    hudi-rs reads without a JVM; Spark (``spark_factory``, by default :func:`local_spark`)
+    only where hudi-rs cannot read the table yet. ``export``, ``validate`` and the demo read
+    through here.
+    """
+    from cdclake_merge.sink import open_existing_sink
+    from cdclake_merge.storage import LocalFileSystem
+
+    factory = spark_factory or local_spark(warehouse)
+    sink = open_existing_sink(
+        warehouse=str(Path(warehouse).resolve()),
+        table=table,
+        fs=LocalFileSystem(),
+        spark_factory=factory,
+    )
+    if sink is None:
+        return None
+    state = sink.load()
+    if state.version == 0:
+        return None
+    key = tuple(state.checkpoint["key"])
+    columns = {n: t for n, t in state.columns if not n.startswith("_cdc_")}
+    if not state.exists:  # committed, but no data file yet (every change so far quarantined)
+        return LakeRows([], key, columns, state.version, "checkpoint")
+    try:
+        rows = read_live_rows(sink.root, key, list(columns.items()))
+        return LakeRows(rows, key, columns, state.version, "hudi-rs")
+    except Exception as exc:  # hudi-rs is the fast path; Spark reads every Hudi table
+        reason = " ".join(str(exc).split())[:200]
+    from cdclake_merge.export import rows_as_json
+
+    live = sink.read_live(factory(), state)
+    rows = [json.loads(line) for line in rows_as_json(live, key)] if live is not None else []
+    return LakeRows(rows, key, columns, state.version, f"spark (hudi-rs: {reason})")
 
 
 def read_live_rows(

@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.lake_reader import local_spark
 from cdclake.ops import AnyFileSystem, LakePlace, local_path
 from cdclake_merge.replay import ReplayResult, ledgers, listing, quarantined
 
@@ -34,25 +35,6 @@ REPLAY_ARGUMENTS = {"--mode": "replay"}  # glue_jobs/merge_job.py
 
 
 # --- local: this process --------------------------------------------------------------------
-
-
-def _spark_factory(warehouse: str) -> Callable[[], Any]:
-    holder: dict[str, Any] = {}
-
-    def get() -> Any:
-        if "spark" not in holder:
-            from cdclake_merge.session import local_session
-
-            spark = local_session(local_path(warehouse))
-            # Spark's own metastore client creates the embedded metastore's schema on first
-            # use; Hudi's catalog sync opens another client that does not, and fails on a
-            # warehouse no Spark catalog call has touched yet (a commit to an existing table
-            # makes none before the sync).
-            spark.sql("SHOW DATABASES").collect()
-            holder["spark"] = spark
-        return holder["spark"]
-
-    return get
 
 
 def open_table(place: LakePlace, spark_factory: Callable[[], Any]) -> Any:
@@ -85,7 +67,7 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
             f"{place.source_table} of {place.env} replays in its Glue job ({place.job_name}): "
             "cdclake quarantine replay starts it"
         )
-    factory = spark_factory or _spark_factory(place.warehouse)
+    factory = spark_factory or local_spark(local_path(place.warehouse))
     options = MergeOptions(
         table=place.lake_table,
         key=place.key,

@@ -2,24 +2,51 @@
 
 The Aurora custom resource (stacks/components/replication_bootstrap.py) and the local stack
 (cdclake/local/stack.py) both build their spec here, without the CDK, so the local database is
-prepared by exactly the spec production gets.
+prepared by exactly the spec production gets. The spec is the JSON the bootstrap Lambda
+receives (``lambdas.bootstrap.sql.BootstrapSpec.from_dict`` reads it): this foundation module
+imports nothing of the Lambda's, whose bundle holds only its own package.
 """
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from cdclake.config import EnvironmentConfig
-from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
 
 
-def bootstrap_spec(config: EnvironmentConfig) -> BootstrapSpec:
-    """All configured tables (lake and fanout), the CDC tables, both captures' slots."""
+class TablePayload(TypedDict):
+    name: str
+    replica_identity: str
+    signal_tables: list[str]
+
+
+class BootstrapPayload(TypedDict):
+    replication_user: str
+    publication: str
+    heartbeat_table: str
+    signal_tables: list[str]
+    tables: list[TablePayload]
+    slots: list[str]
+    drop_objects_on_delete: bool
+
+
+def bootstrap_spec(config: EnvironmentConfig) -> BootstrapPayload:
+    """All configured tables (lake and fanout), the CDC tables, both captures' slots and
+    signal tables, as the bootstrap's JSON spec."""
     replication = config.database.replication
-    return BootstrapSpec(
-        replication_user=replication.user,
-        publication=replication.publication,
-        heartbeat_table=replication.heartbeat_table,
-        signal_table=replication.signal_table,
-        tables=tuple(TableSpec(t.name, t.replica_identity) for t in config.tables),
-        slots=(replication.slot, replication.fanout_slot),
-        drop_objects_on_delete=replication.drop_objects_on_delete,
-    )
+    return {
+        "replication_user": replication.user,
+        "publication": replication.publication,
+        "heartbeat_table": replication.heartbeat_table,
+        "signal_tables": [replication.signal_table, replication.fanout_signal_table],
+        "tables": [
+            {
+                "name": t.name,
+                "replica_identity": t.replica_identity,
+                "signal_tables": list(replication.signal_tables_of(t).values()),
+            }
+            for t in config.tables
+        ],
+        "slots": [replication.slot, replication.fanout_slot],
+        "drop_objects_on_delete": replication.drop_objects_on_delete,
+    }

@@ -14,7 +14,6 @@ is shown as such, with the reason, and the rest is still shown.
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -151,15 +150,9 @@ def table_status(
 
 
 def pending_count(fs: Any, changes: str, state: Any) -> int:
-    """How many change files the table's next run would read: the merge's own listing.
-
-    ``pending_files`` takes the table state since change-file positions (issue 17); before,
-    it took the set of applied names.
-    """
+    """How many change files the table's next run would read: the merge's own listing."""
     from cdclake_merge.job import pending_files
 
-    if "applied" in inspect.signature(pending_files).parameters:
-        return len(pending_files(fs, changes, state.applied_files))
     return len(pending_files(fs, changes, state))
 
 

@@ -41,6 +41,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.lake_reader import read_lake
+
 Key = tuple[str, ...]
 Canonical = str | None
 KINDS = (
@@ -472,6 +474,10 @@ def compare(
                                 "lake": right.get(name),
                             }
                         )
+    # A key the lake holds twice is a defect even where both rows equal the source's.
+    if isinstance(lake, RowsSide) and lake.duplicates:
+        report.notes.append(f"{len(lake.duplicates)} keys appear twice in the lake")
+        report.extra_keys += lake.duplicates
     return report
 
 
@@ -486,60 +492,6 @@ def compare_rows(
     return compare(
         table, RowsSide(source_rows, key, kinds), RowsSide(lake_rows, key, kinds), key, list(kinds)
     )
-
-
-# --- the lake -------------------------------------------------------------------------------
-
-
-@dataclass
-class LakeTable:
-    rows: list[dict[str, Any]]
-    key: tuple[str, ...]
-    columns: dict[str, str]  # name -> Spark type, metadata columns excluded
-    version: int
-    reader: str
-
-
-def read_lake(warehouse: Path, table: str) -> LakeTable | None:
-    """The lake table's live rows (hudi-rs, else Spark); None while it has no commit."""
-    from cdclake_merge.sink import open_existing_sink
-    from cdclake_merge.storage import LocalFileSystem
-
-    holder: dict[str, Any] = {}
-
-    def spark_factory() -> Any:
-        if "spark" not in holder:
-            from cdclake_merge.session import local_session
-
-            holder["spark"] = local_session(warehouse)
-        return holder["spark"]
-
-    sink = open_existing_sink(
-        warehouse=str(warehouse.resolve()),
-        table=table,
-        fs=LocalFileSystem(),
-        spark_factory=spark_factory,
-    )
-    if sink is None:
-        return None
-    state = sink.load()
-    if not state.exists:
-        return None
-    key = tuple(state.checkpoint["key"])
-    columns = {n: t for n, t in state.columns if not n.startswith("_cdc_")}
-    root = str(getattr(sink, "root", ""))
-    try:
-        from cdclake.lake_reader import read_live_rows
-
-        rows = read_live_rows(root, key, list(columns.items()))
-        return LakeTable(rows, key, columns, state.version, "hudi-rs")
-    except Exception as exc:  # the reader is optional: Spark reads every Hudi table
-        reason = " ".join(str(exc).split())[:200]
-    from cdclake_merge.export import rows_as_json
-
-    live = sink.read_live(spark_factory(), state)
-    rows = [json.loads(line) for line in rows_as_json(live, key)] if live is not None else []
-    return LakeTable(rows, key, columns, state.version, f"spark (hudi-rs: {reason})")
 
 
 # --- running it -----------------------------------------------------------------------------
@@ -590,9 +542,6 @@ def validate_once(target: Target) -> Report:
             report = compare(target.source_table, source_side, lake_side, key, list(compared))
         report.notes[:0] = notes
         report.lake_version = lake.version if lake else None
-        if isinstance(lake_side, RowsSide) and lake_side.duplicates:
-            report.notes.append(f"{len(lake_side.duplicates)} keys appear twice in the lake")
-            report.extra_keys += lake_side.duplicates
         return report
     finally:
         conn.close()

@@ -51,6 +51,7 @@ from cdclake.replication import bootstrap_spec
 from connectors.configs import connector_name, render_properties
 from lambdas.bootstrap.sql import (
     BootstrapResult,
+    BootstrapSpec,
     bootstrap,
     publication_tables,
     signal_incremental_snapshot,
@@ -414,9 +415,8 @@ class LocalStack:
         user, password = self.replication_credentials()
         works = self._password_works(state, user, password)
         with self.connect(state) as conn:
-            return bootstrap(
-                conn, bootstrap_spec(self.config), password=password, password_works=works
-            )
+            spec = BootstrapSpec.from_dict(bootstrap_spec(self.config))
+            return bootstrap(conn, spec, password=password, password_works=works)
 
     def _start_kafka(self, state: State) -> Tracked:
         lib = jvm_lib("kafka")

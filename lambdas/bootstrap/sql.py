@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pg8000.native import Connection, identifier, literal
 
 LOG = logging.getLogger(__name__)
+# A library's warnings go where its host sends logs (the Lambda runtime's root handler); with
+# no handler configured (the local stack, the CLI) Python's last-resort stderr printer would
+# repeat what the result already reports (missing_tables).
+LOG.addHandler(logging.NullHandler())
 
 ReplicaIdentity = Literal["DEFAULT", "FULL"]
 _IDENTITY_CODE = {"DEFAULT": "d", "FULL": "f"}
@@ -30,33 +34,46 @@ HEARTBEAT_TABLE_COLUMNS = "source text PRIMARY KEY, ts timestamptz NOT NULL DEFA
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A replicated table: ``schema.table`` and the REPLICA IDENTITY it needs."""
+    """A replicated table: ``schema.table``, the REPLICA IDENTITY it needs, and the signal
+    tables of the captures that carry it (where its incremental snapshots are asked for)."""
 
     name: str
     replica_identity: ReplicaIdentity = "DEFAULT"
+    signal_tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class BootstrapSpec:
-    """What the bootstrap makes true in one database; built from the environment config."""
+    """What the bootstrap makes true in one database; built from the environment config.
+
+    ``signal_tables`` holds one signal table per capture: a signal row is read by every
+    capture whose ``signal.data.collection`` it is, so one table per capture keeps a lake
+    snapshot from replaying into the fan-out, and the other way round.
+    """
 
     replication_user: str
     publication: str
     heartbeat_table: str
-    signal_table: str
+    signal_tables: tuple[str, ...]
     tables: tuple[TableSpec, ...]
     slots: tuple[str, ...] = ()
     drop_objects_on_delete: bool = False
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> BootstrapSpec:
+    def from_dict(cls, raw: Mapping[str, Any]) -> BootstrapSpec:
         return cls(
             replication_user=raw["replication_user"],
             publication=raw["publication"],
             heartbeat_table=raw["heartbeat_table"],
-            signal_table=raw["signal_table"],
+            # A rollback replays the previous deploy's properties against this code.
+            signal_tables=tuple(raw.get("signal_tables") or [raw["signal_table"]]),
             tables=tuple(
-                TableSpec(t["name"], t.get("replica_identity", "DEFAULT")) for t in raw["tables"]
+                TableSpec(
+                    t["name"],
+                    t.get("replica_identity", "DEFAULT"),
+                    tuple(t.get("signal_tables", ())),
+                )
+                for t in raw["tables"]
             ),
             slots=tuple(raw.get("slots", ())),
             drop_objects_on_delete=bool(raw.get("drop_objects_on_delete", False)),
@@ -67,9 +84,14 @@ class BootstrapSpec:
             "replication_user": self.replication_user,
             "publication": self.publication,
             "heartbeat_table": self.heartbeat_table,
-            "signal_table": self.signal_table,
+            "signal_tables": list(self.signal_tables),
             "tables": [
-                {"name": t.name, "replica_identity": t.replica_identity} for t in self.tables
+                {
+                    "name": t.name,
+                    "replica_identity": t.replica_identity,
+                    "signal_tables": list(t.signal_tables),
+                }
+                for t in self.tables
             ],
             "slots": list(self.slots),
             "drop_objects_on_delete": self.drop_objects_on_delete,
@@ -78,7 +100,12 @@ class BootstrapSpec:
     @property
     def published_tables(self) -> list[str]:
         """Configured tables plus the heartbeat and signal tables, which Debezium must see."""
-        return [t.name for t in self.tables] + [self.heartbeat_table, self.signal_table]
+        return [t.name for t in self.tables] + [self.heartbeat_table, *self.signal_tables]
+
+    @property
+    def cdc_tables(self) -> list[str]:
+        """The tables the bootstrap itself creates: heartbeat and every signal table."""
+        return [self.heartbeat_table, *self.signal_tables]
 
 
 @dataclass
@@ -89,6 +116,9 @@ class BootstrapResult:
     password_set: bool = False
     publication_changed: bool = False
     published_tables: list[str] = field(default_factory=list)
+    # Configured tables this run put into an existing publication: their older rows were
+    # never published, so they need an incremental snapshot.
+    joined_tables: list[str] = field(default_factory=list)
     missing_tables: list[str] = field(default_factory=list)
     replica_identity_changed: list[str] = field(default_factory=list)
 
@@ -136,11 +166,13 @@ def grant_replication(conn: Connection, role: str) -> None:
         conn.run(f"ALTER ROLE {identifier(role)} WITH REPLICATION")
 
 
-def ensure_cdc_tables(conn: Connection, *, heartbeat_table: str, signal_table: str) -> None:
+def ensure_cdc_tables(
+    conn: Connection, *, heartbeat_table: str, signal_tables: Sequence[str]
+) -> None:
     """Create the heartbeat and Debezium signal tables (and their schemas) if missing."""
     for name, columns in (
         (heartbeat_table, HEARTBEAT_TABLE_COLUMNS),
-        (signal_table, SIGNAL_TABLE_COLUMNS),
+        *((signal_table, SIGNAL_TABLE_COLUMNS) for signal_table in signal_tables),
     ):
         conn.run(f"CREATE SCHEMA IF NOT EXISTS {identifier(name.split('.', 1)[0])}")
         conn.run(f"CREATE TABLE IF NOT EXISTS {qualified(name)} ({columns})")
@@ -166,12 +198,13 @@ def grant_table_access(
     *,
     tables: Sequence[str],
     heartbeat_table: str,
-    signal_table: str,
+    signal_tables: Sequence[str],
 ) -> None:
     """SELECT for snapshots; heartbeat upserts and signal-table watermarks need writes."""
     privileges = {name: "SELECT" for name in tables}
     privileges[heartbeat_table] = "SELECT, INSERT, UPDATE"
-    privileges[signal_table] = "SELECT, INSERT, UPDATE, DELETE"
+    for signal_table in signal_tables:
+        privileges[signal_table] = "SELECT, INSERT, UPDATE, DELETE"
     for schema in sorted({name.split(".", 1)[0] for name in privileges}):
         conn.run(f"GRANT USAGE ON SCHEMA {identifier(schema)} TO {identifier(role)}")
     for name, privilege in privileges.items():
@@ -254,8 +287,9 @@ def bootstrap(
             result.password_set = True
         grant_replication(conn, spec.replication_user)
         ensure_cdc_tables(
-            conn, heartbeat_table=spec.heartbeat_table, signal_table=spec.signal_table
+            conn, heartbeat_table=spec.heartbeat_table, signal_tables=spec.signal_tables
         )
+        before = publication_tables(conn, spec.publication)
 
         configured = [t.name for t in spec.tables]
         present = existing_tables(conn, configured)
@@ -271,7 +305,7 @@ def bootstrap(
             spec.replication_user,
             tables=present,
             heartbeat_table=spec.heartbeat_table,
-            signal_table=spec.signal_table,
+            signal_tables=spec.signal_tables,
         )
         for table in spec.tables:
             if table.name in present and ensure_replica_identity(
@@ -279,10 +313,14 @@ def bootstrap(
             ):
                 result.replica_identity_changed.append(table.name)
 
-        result.published_tables = [*present, spec.heartbeat_table, spec.signal_table]
+        result.published_tables = [*present, *spec.cdc_tables]
         result.publication_changed = sync_publication(
             conn, spec.publication, result.published_tables
         )
+        # A new publication comes before any slot: the connectors' initial snapshot reads
+        # those tables. Only a table joining an existing publication has unpublished rows.
+        if before is not None:
+            result.joined_tables = [t for t in present if t not in before]
         conn.run("COMMIT")
     except Exception:
         conn.run("ROLLBACK")
@@ -291,8 +329,9 @@ def bootstrap(
 
 
 def signal_incremental_snapshot(conn: Connection, signal_table: str, tables: Sequence[str]) -> str:
-    """Ask Debezium for an incremental snapshot of ``tables`` (a row in its signal table, read
-    from the WAL by every capture of the database); returns the signal id."""
+    """Ask Debezium for an incremental snapshot of ``tables`` (a row in a capture's signal
+    table, read from the WAL by the capture whose ``signal.data.collection`` it is); returns
+    the signal id."""
     signal_id = str(uuid.uuid4())
     data = json.dumps({"data-collections": list(tables), "type": "incremental"})
     conn.run(
@@ -302,6 +341,24 @@ def signal_incremental_snapshot(conn: Connection, signal_table: str, tables: Seq
         data=data,
     )
     return signal_id
+
+
+def signal_joined_tables(
+    conn: Connection, spec: BootstrapSpec, tables: Sequence[str]
+) -> dict[str, str]:
+    """One incremental-snapshot signal per capture for the ``tables`` it carries.
+
+    Returns ``{signal table: signal id}``; tables no capture carries are left alone.
+    """
+    by_signal: dict[str, list[str]] = {}
+    for table in spec.tables:
+        if table.name in tables:
+            for signal_table in table.signal_tables:
+                by_signal.setdefault(signal_table, []).append(table.name)
+    return {
+        signal_table: signal_incremental_snapshot(conn, signal_table, names)
+        for signal_table, names in by_signal.items()
+    }
 
 
 def inactive_slots(conn: Connection, slots: Sequence[str]) -> list[str]:
@@ -328,7 +385,7 @@ def teardown(conn: Connection, spec: BootstrapSpec) -> list[str]:
         dropped.append(f"slot {slot}")
     conn.run(f"DROP PUBLICATION IF EXISTS {identifier(spec.publication)}")
     dropped.append(f"publication {spec.publication}")
-    for name in (spec.heartbeat_table, spec.signal_table):
+    for name in spec.cdc_tables:
         conn.run(f"DROP TABLE IF EXISTS {qualified(name)}")
         dropped.append(f"table {name}")
     if role_exists(conn, spec.replication_user):

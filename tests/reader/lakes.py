@@ -41,6 +41,7 @@ class Lake:
     table: str
     table_type: str
     partition_fields: tuple[str, ...]
+    warehouse: str
     root: str
     key: tuple[str, ...]
     columns: tuple[tuple[str, str], ...]
@@ -115,6 +116,7 @@ def build_lake(
         table=table,
         table_type=table_type,
         partition_fields=partition_fields,
+        warehouse=str(base / "warehouse"),
         root=sink.root,  # type: ignore[attr-defined]
         key=tuple(state.checkpoint["key"]),
         columns=state.columns,

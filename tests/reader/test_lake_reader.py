@@ -14,6 +14,7 @@ import pytest
 from cdclake.lake_reader import (
     METADATA_COLUMNS,
     LakeReadError,
+    read_lake,
     read_live_rows,
     rows_from_batches,
 )
@@ -195,3 +196,22 @@ def test_read_live_rows_partitioned_merge_on_read_equals_spark(partitioned_lake:
 )
 def test_read_live_rows_partition_move_in_log_equals_spark(moved_lake: Lake) -> None:
     _assert_same_rows(moved_lake)
+
+
+def _no_spark() -> Any:
+    raise AssertionError("hudi-rs reads this table: Spark must not start")
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_read_lake_copy_on_write_through_hudi_rs_equals_spark(cow_lake: Lake) -> None:
+    lake = read_lake(cow_lake.warehouse, cow_lake.table, _no_spark)
+    assert lake is not None
+    assert lake.reader == "hudi-rs"
+    assert lake.key == cow_lake.key
+    assert lake.rows == cow_lake.spark_rows
+    assert lake.version == sum(r.committed for r in cow_lake.results)
+
+
+def test_read_lake_no_table_is_none(tmp_path: Path) -> None:
+    assert read_lake(tmp_path, "reader.none", _no_spark) is None

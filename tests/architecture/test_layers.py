@@ -1,0 +1,44 @@
+"""Issue 29: the import graph has layers and no circles (read from the source, no imports run)."""
+
+from __future__ import annotations
+
+from tests.architecture.layers import (
+    FOUNDATION,
+    FOUNDATION_FORBIDDEN,
+    LAYERS,
+    cycles,
+    imports,
+    layer_of,
+    modules,
+    third_party,
+)
+
+
+def test_layers_import_graph_no_circles() -> None:
+    assert cycles(imports()) == []
+
+
+def test_layers_no_module_imports_a_higher_layer() -> None:
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for module, targets in sorted(imports().items())
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_layers_foundation_imports_only_itself() -> None:
+    graph = imports()
+    for module in FOUNDATION:
+        assert graph[module] <= set(FOUNDATION), module
+        assert not third_party(module) & set(FOUNDATION_FORBIDDEN), module
+
+
+def test_layers_sink_contract_does_not_import_its_implementation() -> None:
+    assert "cdclake_merge.hudi" not in imports()["cdclake_merge.sink"]
+
+
+def test_layers_every_module_has_a_layer() -> None:
+    for module in modules():
+        layer_of(module)  # raises for a module outside every layer
