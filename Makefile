@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup demo test lint format typecheck unit synth diff deploy plugins bench clean
+.PHONY: help setup demo test lint format typecheck unit mutation synth diff deploy plugins rds-ca bench clean
 
 help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -22,13 +22,15 @@ JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
 setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
 
+# setuptools warns on every editable install with a package-dir mapping (cdclake_merge lives
+# under glue_jobs/lib); the import order it warns about is the one the tests rely on.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@command -v javac >/dev/null || { echo "JDK 17 is needed for PySpark and the local stack (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || echo "note: the local stack needs Debian's PostgreSQL server (apt-get install postgresql)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 # Every JVM piece the project runs locally is declared in jvm/ and resolved here, never committed.
@@ -61,6 +63,13 @@ unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it
 
 test: lint typecheck unit ## Lint, type-check and run every test (what CI runs)
 
+PART ?= all
+MUTATION_MIN_SCORE ?= 95
+mutation: setup ## Mutation testing, docs/testing.md (PART=fast: mutmut on the fast modules; PART=targeted: the Spark mutants)
+	@case "$(PART)" in all|fast|targeted) ;; *) echo "PART must be all, fast or targeted"; exit 2;; esac
+	$(if $(filter all fast,$(PART)),$(PY) tests/mutation/run_fast.py --min-score $(MUTATION_MIN_SCORE))
+	$(if $(filter all targeted,$(PART)),$(PY) tests/mutation/run_targeted.py)
+
 synth: setup ## Synthesize every stack of ENV (default dev) into cdk.out, offline
 	npx cdk synth -c env=$(ENV) --quiet
 
@@ -70,8 +79,21 @@ diff: setup ## Show what `deploy` would change in ENV (needs AWS credentials)
 deploy: setup ## Deploy every stack of ENV (needs AWS credentials and a bootstrapped account)
 	npx cdk deploy -c env=$(ENV) --all
 
-plugins: ## Build the MSK Connect plugin zips into connectors/dist (needs Maven Central, Confluent Hub and GitHub)
+plugins: ## Build the MSK Connect plugin zips into connectors/dist; synth uploads them as assets (needs Maven Central, Confluent Hub and GitHub)
 	connectors/package_plugins.sh --out connectors/dist
+
+# The bootstrap Lambda and both captures verify Aurora's certificate against this bundle;
+# synth of an environment with database.tls_verify (the default) fails without it.
+RDS_CA_URL := https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem
+RDS_CA_BUNDLE := build/rds-ca/global-bundle.pem
+
+rds-ca: $(RDS_CA_BUNDLE) ## Download the RDS global CA bundle into build/rds-ca (needs the internet)
+
+$(RDS_CA_BUNDLE):
+	mkdir -p $(dir $@)
+	curl --fail --location --silent --show-error --retry 3 --output $@.tmp $(RDS_CA_URL)
+	grep -q -- '-----BEGIN CERTIFICATE-----' $@.tmp || { echo "$(RDS_CA_URL) returned no certificate"; rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
 
 bench: setup ## Run the merge throughput benchmark (figures go to bench/results/)
 	$(PY) bench/merge_throughput.py

@@ -28,6 +28,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import re
 import struct
 import time
 import uuid
@@ -69,9 +70,13 @@ FETCH_BATCH = 20_000
 # --- canonical values ---------------------------------------------------------------------
 
 
+_TYPE_MODIFIER = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)?\s*\)")
+
+
 def kind_of(pg_type: str, category: str = "") -> str:
     """The comparison kind of a PostgreSQL type (``format_type`` text, ``typcategory``)."""
-    base = pg_type.split("(")[0].strip()
+    # The type modifier may sit inside the name: timestamp(3) with time zone, numeric(10,2)[].
+    base = _TYPE_MODIFIER.sub("", pg_type).strip()
     if category == "A" or base.endswith("[]"):
         return "json"
     return {

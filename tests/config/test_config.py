@@ -146,3 +146,82 @@ def test_environment_config_lake_table_unknown_names_the_configured_ones() -> No
     assert config.lake_table("public.orders").primary_key == ["id"]
     with pytest.raises(ValueError, match=r"not a lake table of dev \(configured: public\."):
         config.lake_table("public.nope")
+
+
+def test_load_config_each_error_on_its_own_line_with_the_value_given(tmp_path: Path) -> None:
+    data = {**_minimal(), "account": "1234", "tables": "public.orders"}
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=path)
+    head, account, tables = str(excinfo.value).split("\n")
+    assert head == f"invalid environment config {path}:"
+    assert account.startswith("  account: ") and account.endswith(" (got '1234')")
+    assert tables.startswith("  tables: ") and tables.endswith(" (got 'public.orders')")
+
+
+def test_load_config_error_of_the_whole_file_is_at_top_level_without_its_value(
+    tmp_path: Path,
+) -> None:
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"]}] * 2
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=path)
+    (line,) = str(excinfo.value).split("\n")[1:]
+    # the whole file is not echoed back as the value
+    assert line == "  (top level): Value error, tables listed twice: ['public.orders']"
+
+
+def test_load_config_top_level_list_is_rejected_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- env: test\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=path)
+    assert str(excinfo.value) == (
+        f"invalid environment config {path}: expected a mapping at top level"
+    )
+
+
+def test_load_config_without_environment_or_path_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"^load_config needs an environment name or a path$"):
+        load_config()
+
+
+def test_environment_config_table_unknown_names_table_and_environment() -> None:
+    with pytest.raises(
+        KeyError, match=r"table 'public\.nope' is not configured for environment 'dev'"
+    ):
+        load_config("dev").table("public.nope")
+
+
+def test_environment_config_lake_table_unknown_lists_every_lake_table() -> None:
+    config = load_config("dev")
+    names = ", ".join(t.name for t in config.lake_tables)
+    assert names.count(", ") == len(config.lake_tables) - 1 > 0
+    with pytest.raises(ValueError) as excinfo:
+        config.lake_table("public.nope")
+    assert str(excinfo.value).endswith(f"(configured: {names})")
+
+
+def test_table_config_merge_job_name_uses_hyphens_only() -> None:
+    table = load_config("dev").table("public.order_lines")
+    assert table.merge_job_name("cdclake-dev") == "cdclake-dev-merge-public-order-lines"
+
+
+def test_environment_config_resource_name_joins_prefix_and_parts_with_hyphens() -> None:
+    config = load_config("dev")
+    assert config.resource_name("merge", "orders") == f"{config.prefix}-merge-orders"
+
+
+def test_lake_config_freshness_of_table_setting_wins_over_the_lake_default(
+    tmp_path: Path,
+) -> None:
+    data = _minimal()
+    data["lake"] = {"freshness_minutes": 45}
+    data["tables"] = [
+        {"name": "public.orders", "primary_key": ["id"], "freshness_minutes": 15},
+        {"name": "public.customers", "primary_key": ["id"]},
+    ]
+    config = load_config(path=_write(tmp_path, data))
+    minutes = [config.lake.freshness_of(t) for t in config.tables]
+    assert minutes == [15, 45]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -89,3 +90,16 @@ def empty_bus(bus: Bus) -> Bus:
 @pytest.fixture(scope="session")
 def context() -> FakeContext:
     return FakeContext()
+
+
+@pytest.fixture
+def outage_events(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The handler's real EventBridge client, built without botocore's own retries so that an
+    injected whole-call failure reaches the handler on the first attempt (fast, deterministic)."""
+    from lambdas.fanout import handler
+
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    handler.client.cache_clear()
+    yield handler.events_client()
+    handler.client.cache_clear()

@@ -128,3 +128,54 @@ def kinesis_record(
 
 def kinesis_event(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"Records": records}
+
+
+class OutageResponse:
+    """The raw body of an HTTP response, as botocore's ``AWSResponse`` reads it."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+
+@dataclass
+class PutEventsOutage:
+    """A whole-call PutEvents failure on the wire, for the chunks holding chosen LSNs.
+
+    Registered as a ``before-send`` hook on the handler's real client: a chosen chunk gets an
+    HTTP 400 ``ThrottlingException`` (or a connection error) instead of reaching the moto server;
+    every other chunk goes through. ``times`` is how many calls per chunk fail.
+    """
+
+    lsns: frozenset[int]
+    times: int = 99
+    network: bool = False
+    calls: list[tuple[int, bool]] = field(default_factory=list)  # (entries, failed)
+    _failed: dict[int, int] = field(default_factory=dict)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+        from botocore.exceptions import EndpointConnectionError
+
+        entries = json.loads(request.body)["Entries"]
+        lsns = {json.loads(e["Detail"])["source"]["lsn"] for e in entries}
+        hit = min(lsns & self.lsns, default=None)
+        if hit is None or self._failed.get(hit, 0) >= self.times:
+            self.calls.append((len(entries), False))
+            return None
+        self._failed[hit] = self._failed.get(hit, 0) + 1
+        self.calls.append((len(entries), True))
+        if self.network:
+            raise EndpointConnectionError(endpoint_url=request.url)
+        body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"})
+        return AWSResponse(
+            request.url,
+            400,
+            {
+                "x-amzn-ErrorType": "ThrottlingException",
+                "Content-Type": "application/x-amz-json-1.1",
+            },
+            OutageResponse(body.encode()),
+        )

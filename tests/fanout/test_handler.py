@@ -13,6 +13,7 @@ from tests.fanout.fanout_helpers import (
     BUCKET,
     Bus,
     FakeContext,
+    PutEventsOutage,
     change_event,
     kinesis_event,
     kinesis_record,
@@ -237,3 +238,32 @@ def test_chunk_entries_respects_count_and_request_size() -> None:
     sized = list(handler.chunk_entries([(i, large) for i in range(5)]))
     assert [len(c) for c in sized] == [2, 2, 1]
     assert all(sum(handler.entry_size(e) for _, e in c) <= 256 * 1024 for c in sized)
+
+
+def _sequence_numbers(records: list[dict[str, Any]]) -> list[str]:
+    return sorted(r["kinesis"]["sequenceNumber"] for r in records)
+
+
+def test_handler_put_events_call_throttled_mid_batch_reports_that_chunk_delivers_rest(
+    empty_bus: Bus, context: FakeContext, outage_events: Any
+) -> None:
+    outage = PutEventsOutage(lsns=frozenset({1010}))
+    outage_events.meta.events.register("before-send.events.PutEvents", outage)
+    records = _orders(25)
+    response = handler.handler(kinesis_event(records), context)
+    failed = [f["itemIdentifier"] for f in response["batchItemFailures"]]
+    assert sorted(failed) == _sequence_numbers(records[10:20])
+    assert _lsns(empty_bus.drain()) == [1000 + i for i in range(25) if not 10 <= i < 20]
+    # The throttled chunk is retried as a whole on each of the 3 attempts; the others go once.
+    assert outage.calls == [(10, False), (10, True), (5, False), (10, True), (10, True)]
+
+
+def test_handler_put_events_network_error_once_retried_and_delivered(
+    empty_bus: Bus, context: FakeContext, outage_events: Any
+) -> None:
+    outage = PutEventsOutage(lsns=frozenset({1012}), times=1, network=True)
+    outage_events.meta.events.register("before-send.events.PutEvents", outage)
+    response = handler.handler(kinesis_event(_orders(25)), context)
+    assert response == {"batchItemFailures": []}
+    assert _lsns(empty_bus.drain()) == [1000 + i for i in range(25)]
+    assert outage.calls == [(10, False), (10, True), (5, False), (10, False)]

@@ -10,6 +10,7 @@ import pytest
 
 from cdclake_merge.positions import (
     RECENT_FILES,
+    FolderPosition,
     advance,
     positions_as_json,
     positions_from_json,
@@ -149,3 +150,55 @@ def test_list_s3_folder_starts_after_the_position_and_reports_etags() -> None:
         assert len(listed.files[0].tag) == 32  # the object's MD5 ETag
         parents = list_s3_folder(f"s3://lake/topics/{TOPIC}/", None, client=client)
         assert (parents.files, parents.folders) == ((), ("partition=0", "partition=1"))
+
+
+def test_folder_position_from_json_of_older_checkpoint_takes_defaults() -> None:
+    assert FolderPosition.from_json({"after": "a.json"}) == FolderPosition(after="a.json")
+
+
+def test_folder_position_is_applied_up_to_and_including_after() -> None:
+    position = FolderPosition(after=f"{TOPIC}+0+0000000010.json")
+    applied = [
+        position.is_applied(FileEntry(name, name, 3, "t"))
+        for name in (f"{TOPIC}+0+{o:010d}.json" for o in (0, 10, 20))
+    ]
+    assert applied == [True, True, False]
+
+
+def test_scan_hidden_and_underscore_folders_are_not_searched(tmp_path: Path) -> None:
+    kept = _write(tmp_path, 0, 0)
+    for hidden in ("_temporary", ".staging"):
+        folder = tmp_path / TOPIC / hidden
+        folder.mkdir(parents=True)
+        (folder / f"{TOPIC}+0+0000000000.json").write_text("{}\n")
+    found = scan(LocalFileSystem(), str(tmp_path), {})
+    assert [f.path for f in found.pending] == [str(kept)]
+
+
+def test_scan_marker_file_sorting_first_does_not_hide_change_files(tmp_path: Path) -> None:
+    kept = _write(tmp_path, 0, 0)
+    (kept.parent / "_SUCCESS").write_text("")  # "_" sorts before the topic's letters
+    found = scan(LocalFileSystem(), str(tmp_path), {})
+    assert [f.path for f in found.pending] == [str(kept)]
+
+
+def test_scan_folder_holding_subfolders_and_files_is_listed_whole_every_run(
+    tmp_path: Path,
+) -> None:
+    fs = CountingFileSystem()
+    _write(tmp_path, 0, 0)
+    for offset in range(RECENT_FILES + 2):  # enough files for the root to get an ``after``
+        (tmp_path / f"{TOPIC}+9+{offset:010d}.json").write_text("{}\n")
+    positions = _applied_all(tmp_path, fs)
+    assert positions[""].after is not None and positions[""].parent
+    fs.calls.clear()
+    scan(fs, str(tmp_path), positions)  # type: ignore[arg-type]
+    assert (str(tmp_path), None) in fs.calls
+
+
+def test_advance_legacy_names_convert_to_the_newest_name_of_each_folder() -> None:
+    names = [f"{TOPIC}+0+{o:010d}.json" for o in range(50)]  # a set's order is not theirs
+    legacy = frozenset(f"{TOPIC}/partition=0/{n}" for n in names) | {"top.json"}
+    positions = advance({}, [], [], legacy)
+    assert positions[f"{TOPIC}/partition=0"].after == names[-1]
+    assert positions[""].after == "top.json"

@@ -69,8 +69,11 @@ def newest_source_ts_ms(changes: Path) -> int:
     return newest
 
 
-def statistics(client: Any, name: str, environment: str, table: str) -> dict[str, float]:
-    """Sum, Minimum, Maximum and SampleCount of a lake metric within an hour of now."""
+def statistics(
+    client: Any, name: str, environment: str, table: str, unit: str | None = None
+) -> dict[str, float]:
+    """Sum, Minimum, Maximum and SampleCount of a lake metric within an hour of now (of the
+    datapoints published in ``unit`` only, where given: CloudWatch matches units exactly)."""
     now = datetime.now(UTC)
     answer = client.get_metric_statistics(
         Namespace=metrics.NAMESPACE,
@@ -80,6 +83,20 @@ def statistics(client: Any, name: str, environment: str, table: str) -> dict[str
         EndTime=now + timedelta(hours=1),
         Period=2 * 3600,  # one bucket: the whole window
         Statistics=["Sum", "Minimum", "Maximum", "SampleCount"],
+        **({"Unit": unit} if unit else {}),
     )
+    if unit and not answer["Datapoints"]:
+        raise AssertionError(f"no {name} datapoint published in {unit}")
     (point,) = answer["Datapoints"]
     return {k: float(point[k]) for k in ("Sum", "Minimum", "Maximum", "SampleCount")}
+
+
+def lake_alarms(template: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
+    """The template's alarms on ``table``'s lake metrics, by metric name."""
+    found = {}
+    for resource in template["Resources"].values():
+        props = resource["Properties"] if resource["Type"] == "AWS::CloudWatch::Alarm" else {}
+        dims = {d["Name"]: d["Value"] for d in props.get("Dimensions", ())}
+        if props.get("Namespace") == metrics.NAMESPACE and dims.get(metrics.TABLE) == table:
+            found[props["MetricName"]] = props
+    return found

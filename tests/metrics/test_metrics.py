@@ -20,6 +20,7 @@ import pytest
 from cdclake_merge import metrics
 from tests.metrics.metrics_helpers import (
     job_arguments,
+    lake_alarms,
     local_argv,
     moto_server,
     newest_source_ts_ms,
@@ -142,6 +143,35 @@ def test_metrics_run_duration_is_published(two_runs: dict[str, Any], cloudwatch:
     duration = statistics(cloudwatch, metrics.RUN_DURATION, "dev", TABLE)
     first = two_runs["runs"][0]
     assert 0 < duration["Maximum"] <= first["after"] - first["before"]
+
+
+# Written out, not read from metrics.UNITS: the alarms and the dashboard were built on these.
+PUBLISHED_UNITS = {
+    "EventsApplied": "Count",
+    "Upserts": "Count",
+    "Deletes": "Count",
+    "Quarantined": "Count",
+    "RunDurationSeconds": "Seconds",
+    "LagSeconds": "Seconds",
+}
+
+
+def test_metrics_units_are_seconds_and_counts_as_the_alarms_expect(
+    two_runs: dict[str, Any], cloudwatch: Any, synth: Any
+) -> None:
+    for name, unit in PUBLISHED_UNITS.items():
+        assert statistics(cloudwatch, name, "dev", TABLE, unit=unit)["SampleCount"] == 2, name
+    alarms = lake_alarms(synth("dev").template("operations"), TABLE)
+    assert set(alarms) == {metrics.LAG, metrics.QUARANTINED}
+    for name, alarm in alarms.items():
+        assert alarm.get("Unit", PUBLISHED_UNITS[name]) == PUBLISHED_UNITS[name], name
+    # The lag alarm compares seconds with its objective, which is also its period (seconds).
+    lag = alarms[metrics.LAG]
+    assert (lag["Statistic"], lag["Threshold"]) == ("Maximum", lag["Period"])
+    first = two_runs["runs"][0]
+    published = statistics(cloudwatch, metrics.LAG, "dev", TABLE, unit="Seconds")["Minimum"]
+    newest = two_runs["newest_ms"] / 1000
+    assert first["before"] - newest <= published <= first["after"] - newest
 
 
 def test_publish_unreachable_endpoint_logs_one_line_and_returns_false(

@@ -102,3 +102,11 @@ def test_validate_unknown_table_exits_2() -> None:
     result = CliRunner().invoke(app, ["validate", "--env", "local", "--table", "public.nope"])
     assert result.exit_code == 2
     assert "not a lake table of local" in result.output
+
+
+def test_compare_rows_key_twice_in_lake_is_a_difference() -> None:
+    lake = [*_lake(), _lake()[1]]  # the same row twice: each copy equals the source's
+    report = compare_rows("public.t", _source(), lake, ["id"], KINDS)
+    assert not report.equal
+    assert report.extra_keys == [("2",)]
+    assert "1 keys appear twice in the lake" in report.notes

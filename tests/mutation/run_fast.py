@@ -1,0 +1,152 @@
+"""Mutation testing of the modules whose tests are fast (no Spark, PostgreSQL or CDK synth).
+
+mutmut (configured in pyproject.toml ``[tool.mutmut]``) mutates a copy of the code, never the
+work tree: this script stages the sources in ``build/mutation`` with ``cdclake_merge`` at the
+top, as the tests import it (mutmut names mutants after their file's path and must find the same
+name at run time), runs mutmut there and prints the score per module and every survivor's diff.
+
+    python tests/mutation/run_fast.py [--max-children N] [--min-score PERCENT]
+
+Only the functions named in ``SCOPE`` count: a module's half that needs a server (validate's
+PostgreSQL side, the bootstrap's SQL statements and its handler) is for its server tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGE = ROOT / "build" / "mutation"
+# (in the repository, in the staging copy): the package layout of pyproject.toml's package-dir.
+LAYOUT = [
+    ("cdclake", "cdclake"),
+    ("glue_jobs/lib/cdclake_merge", "cdclake_merge"),
+    ("lambdas", "lambdas"),
+    ("tests", "tests"),
+    ("config", "config"),
+    ("pyproject.toml", "pyproject.toml"),
+    ("cdk.json", "cdk.json"),
+]
+# Module -> the mutant names (fnmatch patterns) whose fast tests judge them.
+SCOPE: dict[str, list[str]] = {
+    "lambdas.fanout.handler": ["lambdas.fanout.handler.*"],
+    "cdclake_merge.positions": ["cdclake_merge.positions.*"],
+    "cdclake_merge.metrics": ["cdclake_merge.metrics.*"],
+    "cdclake.config": ["cdclake.config.*"],
+    "cdclake.replication": ["cdclake.replication.*"],
+    "cdclake.fanout_settings": ["cdclake.fanout_settings.*"],
+    "cdclake.validate": [
+        f"cdclake.validate.{name}__mutmut_*"
+        for name in (
+            "x_kind_of",
+            "x_canonical",
+            "x__numeric",
+            "x__float",
+            "x__timestamp",
+            "x_jsonb_text",
+            "x__jsonb_string",
+            "x_row_text",
+            "x_row_hash",
+            "x_compare",
+            "x_compare_rows",
+            "xǁRowsSideǁ*",
+            "xǁReportǁ*",
+        )
+    ],
+    "lambdas.bootstrap.sql": [
+        "lambdas.bootstrap.sql.x_qualified__mutmut_*",
+        "lambdas.bootstrap.sql.xǁBootstrapSpecǁ*",
+    ],
+}
+PATTERNS = [pattern for patterns in SCOPE.values() for pattern in patterns]
+# A mutant that hangs the tests (timeout) is caught as surely as one that fails them.
+CAUGHT = {"killed", "timeout", "caught by type check"}
+
+
+def stage() -> None:
+    """A fresh copy each run: mutmut keeps a survivor's verdict even when new tests kill it."""
+    shutil.rmtree(STAGE, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__")
+    for source, target in LAYOUT:
+        src, dst = ROOT / source, STAGE / target
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=ignore)
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def mutmut(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mutmut", *args], cwd=STAGE, text=True, capture_output=True
+    )
+
+
+def module_of(name: str) -> str | None:
+    for module, patterns in SCOPE.items():
+        if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
+            return module
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--min-score", type=float, default=0.0, help="fail below this percentage")
+    args = parser.parse_args()
+
+    stage()
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mutmut",
+            "run",
+            "--max-children",
+            str(args.max_children),
+            *PATTERNS,
+        ],
+        cwd=STAGE,
+    )
+    if run.returncode != 0:
+        print(f"mutmut run failed with exit code {run.returncode}", file=sys.stderr)
+        return run.returncode
+
+    statuses: dict[str, str] = {}
+    for line in mutmut("results", "--all", "true").stdout.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name and module_of(name):
+            statuses[name] = status
+    per_module: dict[str, Counter[str]] = {module: Counter() for module in SCOPE}
+    for name, status in statuses.items():
+        per_module[module_of(name) or ""][status] += 1
+
+    # A survivor's diff says what no test noticed; "no tests" means no fast test reaches it.
+    for name in sorted(n for n, status in statuses.items() if status not in CAUGHT):
+        if statuses[name] == "survived":
+            print(mutmut("show", name).stdout.rstrip(), end="\n\n")
+        else:
+            print(f"# {name}: {statuses[name]}")
+    print(f"{'module':<28} {'killed':>7} {'total':>6} {'score':>7}  other")
+    killed = total = 0
+    for module, counts in per_module.items():
+        n, k = sum(counts.values()), sum(counts[s] for s in CAUGHT)
+        killed, total = killed + k, total + n
+        other = ", ".join(f"{s} {c}" for s, c in sorted(counts.items()) if s not in CAUGHT)
+        print(f"{module:<28} {k:>7} {n:>6} {100 * k / max(n, 1):>6.1f}%  {other}")
+    score = 100 * killed / max(total, 1)
+    print(f"{'all':<28} {killed:>7} {total:>6} {score:>6.1f}%")
+    if score < args.min_score:
+        print(f"mutation score {score:.1f}% is below {args.min_score}%", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
