@@ -107,6 +107,7 @@ def fanout_template(config: EnvironmentConfig) -> dict[str, Any]:
         encryption_key=kms.Key(stack, "Key"),
         bus=events.EventBus(stack, "Bus"),
         streams=[kinesis.Stream(stack, "Stream")],
+        retain=False,
     )
     template: dict[str, Any] = assertions.Template.from_stack(stack).to_json()
     return template
