@@ -4,6 +4,7 @@ snapshots (asset hashes masked), and a second synth for config variants."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,31 @@ def stateful(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
             resource["Type"] != "AWS::Logs::LogGroup" or resource.get("DeletionPolicy") == "Retain"
         )
     }
+
+
+def assert_rule_dead_letters(template: dict[str, Any], queue_id: str) -> None:
+    """The queue is encrypted, refuses plain HTTP and accepts messages from one rule only."""
+    queue = template["Resources"][queue_id]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"].get("SqsManagedSseEnabled", True) is not False
+    (policy,) = [
+        p
+        for p in resources(template, "AWS::SQS::QueuePolicy").values()
+        if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    statements = policy["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in statements
+    )
+    (send,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert "aws:SourceArn" in json.dumps(send["Condition"])
+
+
+def rds_ca_object(synthesized: Any, role: str) -> str:
+    """``bucket/key`` of the stack's asset that holds the session's RDS CA bundle."""
+    bundle = Path(os.environ["CDCLAKE_RDS_CA_BUNDLE"]).read_bytes()
+    stack = synthesized.stacks[role]
+    (location,) = file_asset_locations(synthesized.outdir, stack.artifact_id, bundle)
+    return str(location)

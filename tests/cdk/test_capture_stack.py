@@ -20,10 +20,10 @@ from tests.cdk.stack_helpers import (
     PLUGIN_CONTEXT,
     as_list,
     cdk_context,
-    file_asset_locations,
     flat,
     normalized,
     only,
+    rds_ca_object,
     resources,
     stable,
     strings,
@@ -64,12 +64,8 @@ def unverified() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def rds_ca_object(synth) -> str:  # type: ignore[no-untyped-def]
-    """``bucket/key`` of the capture stack's asset holding the session's RDS CA bundle."""
-    dev = synth("dev")
-    bundle = Path(os.environ["CDCLAKE_RDS_CA_BUNDLE"]).read_bytes()
-    (location,) = file_asset_locations(dev.outdir, dev.stacks["capture"].artifact_id, bundle)
-    return location
+def rds_ca_location(synth) -> str:  # type: ignore[no-untyped-def]
+    return rds_ca_object(synth("dev"), "capture")
 
 
 def _connector(template: dict[str, Any], role: str) -> dict[str, Any]:
@@ -417,18 +413,18 @@ def test_capture_worker_declares_s3import_provider(dev: dict[str, Any]) -> None:
 
 
 def test_capture_debezium_rds_ca_is_the_bundle_asset_through_s3import(
-    dev: dict[str, Any], rds_ca_object: str
+    dev: dict[str, Any], rds_ca_location: str
 ) -> None:
     settings = _connector(dev, "debezium-source")["ConnectorConfiguration"]
     assert settings["database.sslmode"] == "verify-full"
     # The provider copies s3://<bucket>/<key> to the worker and resolves to the local path.
-    assert flat(settings["database.sslrootcert"]) == f"${{s3import:eu-west-1:{rds_ca_object}}}"
+    assert flat(settings["database.sslrootcert"]) == f"${{s3import:eu-west-1:{rds_ca_location}}}"
 
 
 def test_capture_connect_role_reads_exactly_the_rds_ca_object(
-    dev: dict[str, Any], rds_ca_object: str
+    dev: dict[str, Any], rds_ca_location: str
 ) -> None:
-    bucket = rds_ca_object.split("/", 1)[0]
+    bucket = rds_ca_location.split("/", 1)[0]
     on_assets = [
         s
         for s in _connect_role_statements(dev)
@@ -437,7 +433,7 @@ def test_capture_connect_role_reads_exactly_the_rds_ca_object(
     assert len(on_assets) == 1
     assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
     assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
-        f"arn:<AWS::Partition>:s3:::{rds_ca_object}"
+        f"arn:<AWS::Partition>:s3:::{rds_ca_location}"
     ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.stack_helpers import as_list, resources
+from tests.cdk.stack_helpers import as_list, assert_rule_dead_letters, resources
 
 pytestmark = pytest.mark.cdk
 
@@ -108,23 +108,8 @@ def test_credential_refresh_undelivered_rotation_kept_in_encrypted_queue(
     operations: dict[str, Any],
 ) -> None:
     queue_id, queue = _dead_letters(operations)
-    assert queue["Type"] == "AWS::SQS::Queue"
-    assert queue["Properties"].get("SqsManagedSseEnabled", True) is not False
     assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
-    (policy,) = [
-        p
-        for p in resources(operations, "AWS::SQS::QueuePolicy").values()
-        if p["Queues"] == [{"Ref": queue_id}]
-    ]
-    statements = policy["PolicyDocument"]["Statement"]
-    assert any(
-        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-        for s in statements
-    )
-    # Only the rotation rule may send to it.
-    (send,) = [s for s in statements if s["Effect"] == "Allow"]
-    assert send["Principal"] == {"Service": "events.amazonaws.com"}
-    assert "aws:SourceArn" in json.dumps(send["Condition"])
+    assert_rule_dead_letters(operations, queue_id)  # only the rotation rule may send to it
 
 
 def test_credential_refresh_failed_restart_kept_in_the_same_queue(

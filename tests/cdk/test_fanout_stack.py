@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +11,10 @@ import pytest
 from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import (
     as_list,
-    file_asset_locations,
     flat,
     normalized,
     only,
+    rds_ca_object,
     resources,
     stable,
     strings,
@@ -358,12 +356,8 @@ def unverified() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def rds_ca_object(synth) -> str:  # type: ignore[no-untyped-def]
-    """``bucket/key`` of the fan-out stack's asset holding the session's RDS CA bundle."""
-    dev = synth("dev")
-    bundle = Path(os.environ["CDCLAKE_RDS_CA_BUNDLE"]).read_bytes()
-    (location,) = file_asset_locations(dev.outdir, dev.stacks["fanout"].artifact_id, bundle)
-    return location
+def rds_ca_location(synth) -> str:  # type: ignore[no-untyped-def]
+    return rds_ca_object(synth("dev"), "fanout")
 
 
 def _helpers(template: dict[str, Any]) -> list[dict[str, Any]]:
@@ -387,7 +381,7 @@ def _task_role_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_fanout_debezium_server_rds_ca_copied_before_start(
-    dev: dict[str, Any], rds_ca_object: str
+    dev: dict[str, Any], rds_ca_location: str
 ) -> None:
     root_cert = _environment(dev)["DEBEZIUM_SOURCE_DATABASE_SSLROOTCERT"]
     assert _environment(dev)["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] == "verify-full"
@@ -395,7 +389,7 @@ def test_fanout_debezium_server_rds_ca_copied_before_start(
     assert fetch["Essential"] is False
     assert fetch["Image"].startswith("public.ecr.aws/aws-cli/aws-cli:2.")
     command = [flat(part) for part in fetch["Command"]]
-    assert command[:2] == ["s3", "cp"] and command[-2:] == [f"s3://{rds_ca_object}", root_cert]
+    assert command[:2] == ["s3", "cp"] and command[-2:] == [f"s3://{rds_ca_location}", root_cert]
     # Debezium starts only once the copy has succeeded.
     assert _container(dev)["DependsOn"] == [
         {"ContainerName": fetch["Name"], "Condition": "SUCCESS"}
@@ -415,9 +409,9 @@ def test_fanout_debezium_server_rds_ca_on_a_shared_task_volume(dev: dict[str, An
 
 
 def test_fanout_debezium_server_task_role_reads_exactly_the_rds_ca_object(
-    dev: dict[str, Any], rds_ca_object: str
+    dev: dict[str, Any], rds_ca_location: str
 ) -> None:
-    bucket = rds_ca_object.split("/", 1)[0]
+    bucket = rds_ca_location.split("/", 1)[0]
     on_assets = [
         s
         for s in _task_role_statements(dev)
@@ -426,7 +420,7 @@ def test_fanout_debezium_server_task_role_reads_exactly_the_rds_ca_object(
     assert len(on_assets) == 1
     assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
     assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
-        f"arn:<AWS::Partition>:s3:::{rds_ca_object}"
+        f"arn:<AWS::Partition>:s3:::{rds_ca_location}"
     ]
 
 

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.stack_helpers import as_list, normalized, resources, stable
+from tests.cdk.stack_helpers import (
+    as_list,
+    assert_rule_dead_letters,
+    normalized,
+    resources,
+    stable,
+)
 
 pytestmark = pytest.mark.cdk
 
@@ -397,22 +403,8 @@ def _failure_dead_letters(template: dict[str, Any]) -> tuple[str, dict[str, Any]
 
 
 def test_operations_failed_runs_undelivered_page_kept_in_encrypted_queue(dev) -> None:  # type: ignore[no-untyped-def]
-    queue_id, queue = _failure_dead_letters(dev)
-    assert queue["Type"] == "AWS::SQS::Queue"
-    assert queue["Properties"].get("SqsManagedSseEnabled", True) is not False
-    (policy,) = [
-        p
-        for p in resources(dev, "AWS::SQS::QueuePolicy").values()
-        if p["Queues"] == [{"Ref": queue_id}]
-    ]
-    statements = policy["PolicyDocument"]["Statement"]
-    assert any(
-        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-        for s in statements
-    )
-    (send,) = [s for s in statements if s["Effect"] == "Allow"]
-    assert send["Principal"] == {"Service": "events.amazonaws.com"}
-    assert "aws:SourceArn" in json.dumps(send["Condition"])  # this rule only
+    queue_id, _ = _failure_dead_letters(dev)
+    assert_rule_dead_letters(dev, queue_id)  # this rule only
 
 
 def test_operations_failed_runs_dead_letters_page_the_alarm_topic(dev) -> None:  # type: ignore[no-untyped-def]

@@ -18,9 +18,11 @@ from tests.iam.iam_helpers import (
     MotoIam,
     Physical,
     Resolver,
+    Run,
     World,
     logical_id,
     moto_server,
+    needed_statements,
 )
 
 ENV = "dev"
@@ -281,3 +283,16 @@ def bootstrap_world(
     ]
     physical[queue_id] = Physical(url, {"Arn": queue_arn})
     return {"database": name, "socket": pg_socket}
+
+
+@pytest.fixture(scope="module")
+def full_run(run: Any, statements: list[dict[str, Any]]) -> Run:
+    """The component's run under every statement of its role (``run``: the module's)."""
+    result: Run = run(statements)
+    return result
+
+
+@pytest.fixture(scope="module")
+def needed(run: Any, statements: list[dict[str, Any]]) -> dict[int, Run]:
+    """Found by trying: each statement without which the module's run fails."""
+    return needed_statements(run, statements)

@@ -732,3 +732,27 @@ def resource_policy(
         if resource["Type"] == policy_type and {"Ref": lid} in props.get(targets, []):
             statements += _as_list(props["PolicyDocument"]["Statement"])
     return statements
+
+
+def granting_statements(run: Run, statements: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The statements that grant some call the run made."""
+    return {
+        index
+        for call in run.calls
+        for resource in call.resources
+        for index in allowing(statements, call.action, resource)
+    }
+
+
+def assert_each_removal_denied(
+    needed: Mapping[int, Run], statements: Sequence[Mapping[str, Any]]
+) -> None:
+    """Each needed statement, removed, ends the run in AccessDenied on a call it grants."""
+    for index, failed in needed.items():
+        assert not failed.ok
+        assert failed.denied, f"statement {index} removed: failed without AccessDenied"
+        assert any(
+            allowing([statements[index]], call.action, resource)
+            for call in failed.denied
+            for resource in call.resources
+        ), f"statement {index} removed: a call it does not grant was denied"

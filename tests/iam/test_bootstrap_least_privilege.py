@@ -19,11 +19,12 @@ from tests.iam.iam_helpers import (
     Run,
     World,
     allowing,
+    assert_each_removal_denied,
     docs_row,
     function_environment,
     function_role,
+    granting_statements,
     logical_id,
-    needed_statements,
     principal,
     role_policy,
     user_with,
@@ -83,16 +84,6 @@ def run(
     return under
 
 
-@pytest.fixture(scope="module")
-def full_run(run: Runner, statements: list[dict[str, Any]]) -> Run:
-    return run(statements)
-
-
-@pytest.fixture(scope="module")
-def needed(run: Runner, statements: list[dict[str, Any]]) -> dict[int, Run]:
-    return needed_statements(run, statements)
-
-
 def test_bootstrap_template_statements_publication_reconciled(
     full_run: Run, bootstrap_world: dict[str, Any]
 ) -> None:
@@ -116,16 +107,9 @@ def test_bootstrap_template_statements_publication_reconciled(
 def test_bootstrap_each_needed_statement_removed_fails_access_denied(
     full_run: Run, needed: dict[int, Run], statements: list[dict[str, Any]]
 ) -> None:
-    granting = {
-        index
-        for call in full_run.calls
-        for resource in call.resources
-        for index in allowing(statements, call.action, resource)
-    }
+    granting = granting_statements(full_run, statements)
     assert granting and granting <= set(needed)
-    for index, failed in needed.items():
-        assert not failed.ok
-        assert failed.denied, f"statement {index} removed: failed without AccessDenied"
+    assert_each_removal_denied(needed, statements)
 
 
 def test_bootstrap_key_policy_lets_role_decrypt_only_via_secrets_manager(

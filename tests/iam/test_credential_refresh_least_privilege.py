@@ -19,14 +19,14 @@ from tests.iam.iam_helpers import (
     MotoIam,
     Run,
     World,
-    allowing,
+    assert_each_removal_denied,
     connector_store,
     docs_row,
     function_environment,
     function_role,
+    granting_statements,
     lambda_context,
     logical_id,
-    needed_statements,
     principal,
     role_policy,
     user_with,
@@ -98,16 +98,6 @@ def run(templates: dict[str, Any], world: World, moto_iam: MotoIam, account: str
     return under
 
 
-@pytest.fixture(scope="module")
-def full_run(run: Runner, statements: list[dict[str, Any]]) -> Run:
-    return run(statements)
-
-
-@pytest.fixture(scope="module")
-def needed(run: Runner, statements: list[dict[str, Any]]) -> dict[int, Run]:
-    return needed_statements(run, statements)
-
-
 def test_credential_refresh_template_statements_restarts_everything(full_run: Run) -> None:
     assert full_run.ok, full_run.detail
     assert not full_run.denied
@@ -122,22 +112,10 @@ def test_credential_refresh_template_statements_restarts_everything(full_run: Ru
 def test_credential_refresh_each_needed_statement_removed_fails_access_denied(
     full_run: Run, needed: dict[int, Run], statements: list[dict[str, Any]]
 ) -> None:
-    granting = {
-        index
-        for call in full_run.calls
-        for resource in call.resources
-        for index in allowing(statements, call.action, resource)
-    }
+    granting = granting_statements(full_run, statements)
     assert granting and granting <= set(needed)
-    for index, failed in needed.items():
-        assert not failed.ok
-        assert failed.denied, f"statement {index} removed: failed without AccessDenied"
-        assert any(
-            allowing([statements[index]], call.action, resource)
-            for call in failed.denied
-            for resource in call.resources
-        ), f"statement {index} removed: a call it does not grant was denied"
-        assert "AccessDenied" in failed.detail["error"]
+    assert_each_removal_denied(needed, statements)
+    assert all("AccessDenied" in failed.detail["error"] for failed in needed.values())
 
 
 def test_credential_refresh_needed_statements_match_docs_table(
