@@ -283,3 +283,14 @@ def rds_ca_object(synthesized: Any, role: str) -> str:
     stack = synthesized.stacks[role]
     (location,) = file_asset_locations(synthesized.outdir, stack.artifact_id, bundle)
     return str(location)
+
+
+def assert_reads_exactly(statements: list[dict[str, Any]], location: str) -> None:
+    """Of the statements on ``location``'s bucket, one: s3:GetObject on that object alone."""
+    bucket = location.split("/", 1)[0]
+    on_bucket = [s for s in statements if any(bucket in flat(r) for r in as_list(s["Resource"]))]
+    assert len(on_bucket) == 1
+    assert as_list(on_bucket[0]["Action"]) == ["s3:GetObject"]
+    assert [flat(r) for r in as_list(on_bucket[0]["Resource"])] == [
+        f"arn:<AWS::Partition>:s3:::{location}"
+    ]

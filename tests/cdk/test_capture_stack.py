@@ -18,7 +18,7 @@ from connectors.configs import render_properties, worker_properties
 from stacks.components.kafka_connectors import PluginNotFound, digest, plugin_location
 from tests.cdk.stack_helpers import (
     PLUGIN_CONTEXT,
-    as_list,
+    assert_reads_exactly,
     cdk_context,
     flat,
     normalized,
@@ -424,17 +424,7 @@ def test_capture_debezium_rds_ca_is_the_bundle_asset_through_s3import(
 def test_capture_connect_role_reads_exactly_the_rds_ca_object(
     dev: dict[str, Any], rds_ca_location: str
 ) -> None:
-    bucket = rds_ca_location.split("/", 1)[0]
-    on_assets = [
-        s
-        for s in _connect_role_statements(dev)
-        if any(bucket in flat(r) for r in as_list(s["Resource"]))
-    ]
-    assert len(on_assets) == 1
-    assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
-    assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
-        f"arn:<AWS::Partition>:s3:::{rds_ca_location}"
-    ]
+    assert_reads_exactly(_connect_role_statements(dev), rds_ca_location)
 
 
 def test_capture_tls_opt_out_no_asset_provider_or_root_cert(unverified: dict[str, Any]) -> None:

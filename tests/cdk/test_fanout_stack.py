@@ -11,6 +11,7 @@ import pytest
 from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import (
     as_list,
+    assert_reads_exactly,
     flat,
     normalized,
     only,
@@ -411,17 +412,7 @@ def test_fanout_debezium_server_rds_ca_on_a_shared_task_volume(dev: dict[str, An
 def test_fanout_debezium_server_task_role_reads_exactly_the_rds_ca_object(
     dev: dict[str, Any], rds_ca_location: str
 ) -> None:
-    bucket = rds_ca_location.split("/", 1)[0]
-    on_assets = [
-        s
-        for s in _task_role_statements(dev)
-        if any(bucket in flat(r) for r in as_list(s["Resource"]))
-    ]
-    assert len(on_assets) == 1
-    assert as_list(on_assets[0]["Action"]) == ["s3:GetObject"]
-    assert [flat(r) for r in as_list(on_assets[0]["Resource"])] == [
-        f"arn:<AWS::Partition>:s3:::{rds_ca_location}"
-    ]
+    assert_reads_exactly(_task_role_statements(dev), rds_ca_location)
 
 
 def test_fanout_tls_opt_out_no_rds_ca_container_volume_or_grant(
