@@ -21,7 +21,13 @@ from botocore.parsers import ResponseParserError
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import CONFIG_DIR, PLUGIN_PLACEHOLDER_BUCKET, EnvironmentConfig, load_config
+from cdclake.config import (
+    CONFIG_DIR,
+    PLUGIN_PLACEHOLDER_BUCKET,
+    ConfigError,
+    EnvironmentConfig,
+    load_config,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The bootstrap version the CDK's default synthesizer requires (each template's
@@ -116,6 +122,20 @@ def check_bootstrap(
             f"bootstrap version {value}, at least {MIN_BOOTSTRAP_VERSION} needed: {todo}",
         )
     return Check(name, "ok", f"{BOOTSTRAP_STACK} {status}, version {version}")
+
+
+def check_rds_ca(config: EnvironmentConfig) -> Check:
+    """The RDS CA bundle the bootstrap Lambda and both captures verify Aurora with."""
+    from stacks.components.replication_bootstrap import rds_ca_bundle
+
+    name = "RDS CA bundle"
+    try:
+        bundle = rds_ca_bundle(config)
+    except ConfigError as exc:
+        return Check(name, "FAIL", str(exc))
+    if bundle is None:
+        return Check(name, "ok", "database.tls_verify: false: Aurora's certificate is not verified")
+    return Check(name, "ok", f"{bundle} (shipped with the bootstrap Lambda and both captures)")
 
 
 def check_plugin(
@@ -256,6 +276,10 @@ def check_elastic_ip_quota(config: EnvironmentConfig, session: boto3.Session) ->
     return Check(name, "ok", f"{used} of {limit:g} used, {needed} more needed")
 
 
+# Checks that read only this machine: they run without credentials too.
+OFFLINE_CHECKS = frozenset({"RDS CA bundle"})
+
+
 def run_checks(
     config: EnvironmentConfig, session: boto3.Session, repo_root: Path = REPO_ROOT
 ) -> list[Check]:
@@ -269,6 +293,7 @@ def run_checks(
         "plugin s3 sink": lambda: check_plugin(
             "s3 sink", connect.s3_sink_plugin, session, repo_root
         ),
+        "RDS CA bundle": lambda: check_rds_ca(config),
         "Aurora engine version": lambda: check_engine_version(config, session),
         "cluster parameters": lambda: check_cluster_parameters(config, session),
         "quota: VPCs": lambda: check_vpc_quota(config, session),
@@ -276,7 +301,15 @@ def run_checks(
     }
     credentials = check_credentials(config, session)
     if credentials.failed:
-        return [credentials, *(Check(n, "skip", "needs working credentials") for n in checks)]
+        return [
+            credentials,
+            *(
+                _guarded(name, check)
+                if name in OFFLINE_CHECKS
+                else Check(name, "skip", "needs working credentials")
+                for name, check in checks.items()
+            ),
+        ]
     return [credentials, *(_guarded(name, check) for name, check in checks.items())]
 
 

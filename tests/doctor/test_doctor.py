@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import boto3
@@ -20,6 +21,7 @@ from cdclake.doctor import (
     check_elastic_ip_quota,
     check_engine_version,
     check_plugin,
+    check_rds_ca,
     check_vpc_quota,
     parameter_problems,
     run_checks,
@@ -79,8 +81,10 @@ def test_doctor_credentials_failure_skips_other_checks(aws_env: None, config_dir
     config = _config(config_dir, account="111111111111")
     checks = run_checks(config, _session(config.region))
     assert checks[0].status == "FAIL"
-    assert {c.status for c in checks[1:]} == {"skip"}
-    assert len(checks) == 8
+    offline = [c for c in checks[1:] if c.name == "RDS CA bundle"]
+    assert [c.status for c in offline] == ["ok"]  # reads this machine only
+    assert {c.status for c in checks[1:] if c not in offline} == {"skip"}
+    assert len(checks) == 9
 
 
 def test_doctor_bootstrap_missing_fails_with_bootstrap_command(
@@ -234,8 +238,24 @@ def test_doctor_run_checks_names_match_their_checks(aws_env: None, config_dir: P
         "CDK bootstrap",
         "plugin debezium",
         "plugin s3 sink",
+        "RDS CA bundle",
         "Aurora engine version",
         "cluster parameters",
         "quota: VPCs",
         "quota: Elastic IPs",
     ]
+
+
+def test_doctor_rds_ca_missing_fails_naming_make_rds_ca(
+    config_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
+    check = check_rds_ca(_config(config_dir))
+    assert check.status == "FAIL"
+    assert "make rds-ca" in check.detail
+
+
+def test_doctor_rds_ca_present_ok(config_dir: Path) -> None:
+    check = check_rds_ca(_config(config_dir))  # the session's stand-in bundle (tests/conftest.py)
+    assert check.status == "ok"
+    assert os.environ["CDCLAKE_RDS_CA_BUNDLE"] in check.detail
