@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -165,8 +166,17 @@ def _merge_until_equal(console: Console) -> dict[str, tuple[Any, list[Any]]]:
     return {name: (reports[name], runs[name]) for name in TABLES}
 
 
-def _print(console: Console, reports: dict[str, tuple[Any, list[Any]]]) -> None:
-    grid = Table(title="cdclake demo: PostgreSQL → Debezium → Kafka → S3 → Hudi")
+def summary_table(reports: dict[str, tuple[Any, list[Any]]]) -> Table:
+    """Per table: rows on both sides, merge runs and what they applied, validate's verdict.
+
+    Columns separated by spaces, not borders: it fits an 80-column terminal whole.
+    """
+    grid = Table(
+        title="cdclake demo: PostgreSQL → Debezium → Kafka → S3 → Hudi",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
     grid.add_column("table", no_wrap=True)
     for column in ("source", "lake", "runs", "events", "upserts", "deletes"):
         grid.add_column(column, justify="right")
@@ -182,7 +192,11 @@ def _print(console: Console, reports: dict[str, tuple[Any, list[Any]]]) -> None:
             f"{sum(r.deletes for r in runs):,}",
             "[green]equal[/green]" if report.equal else "[red]DIFFERENT[/red]",
         )
-    console.print(grid)
+    return grid
+
+
+def _print(console: Console, reports: dict[str, tuple[Any, list[Any]]]) -> None:
+    console.print(summary_table(reports))
     for name, (report, _) in reports.items():
         if not report.equal:
             console.print(f"{name}: {report.as_dict()}", highlight=False)
