@@ -133,8 +133,10 @@ def test_morling_toast_placeholder_and_negative_micro_timestamp(samples_dir: Pat
 def test_seatunnel_rounded_lsn_is_quarantined_with_reason(samples_dir: Path) -> None:
     (text,) = lines(samples_dir, "seatunnel-pg-alltypes/debezium-postgresql.txt")
     outcome = parse_line(text, TableSpec(("f1",)))
-    # -9223372036854776000 is Long.MIN_VALUE rounded through a double: no valid LSN.
-    assert outcome.kind == "bad" and (outcome.reason or "").startswith("source.lsn -9.22")
+    # -9223372036854776000 is Long.MIN_VALUE rounded through a double: it fits no 64-bit
+    # integer (so no LSN either), and the line is refused whichever JSON reader reads it.
+    assert outcome.kind == "bad"
+    assert outcome.reason == "not valid JSON: integer -9223372036854776000 does not fit 64 bits"
 
 
 def test_pulsar_legacy_source_block_orders_and_times(samples_dir: Path) -> None:
