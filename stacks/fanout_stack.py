@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -123,3 +124,12 @@ class FanOutStack(cdk.Stack):
             prefix=config.prefix,
             retain=retain,
         )
+
+        # Whatever the fan-out gave up on pages, on the environment's one alarm topic.
+        page = cw_actions.SnsAction(database.alarm_topic)
+        for alarm in (
+            self.fanout.failure_alarm,
+            *(c.dead_letter_alarm for c in self.event_consumers.consumers.values()),
+            *(c.delivery_dead_letter_alarm for c in self.event_consumers.consumers.values()),
+        ):
+            alarm.add_alarm_action(page)

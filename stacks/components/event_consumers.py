@@ -106,6 +106,7 @@ class EventConsumer(Construct):
             alarm_name=names["dead letters"],
         )
         self.dead_letter_queue = dead_letters.queue
+        self.dead_letter_alarm = dead_letters.alarm
         self.queue = sqs.Queue(
             self,
             "Queue",
@@ -129,6 +130,7 @@ class EventConsumer(Construct):
             alarm_name=names["undelivered"],
         )
         self.delivery_dead_letter_queue = undelivered.queue
+        self.delivery_dead_letter_alarm = undelivered.alarm
 
         self.rule = events.Rule(
             self,

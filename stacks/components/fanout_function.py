@@ -96,6 +96,7 @@ class FanOut(Construct):
             retention=cdk.Duration.days(FAILED_RECORDS_RETENTION_DAYS),
         )
         self.failure_queue = failed_records.queue
+        self.failure_alarm = failed_records.alarm
 
         self.log_group = log_group(self, "Logs")
         self.function = powertools_function(

@@ -426,3 +426,21 @@ def test_fanout_tls_opt_out_no_rds_ca_container_volume_or_grant(
     assert env["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] == "require"
     assert "DEBEZIUM_SOURCE_DATABASE_SSLROOTCERT" not in env
     assert not [s for s in strings(unverified) if s.endswith(".pem")]
+
+
+def test_fanout_every_dead_letter_alarm_pages_the_alarm_topic(synth) -> None:  # type: ignore[no-untyped-def]
+    dev = synth("dev")
+    template = dev.template("fanout")
+    database = dev.stacks["database"]
+    topic = flat(database.resolve(database.alarm_topic.topic_arn)).strip("<>")  # its logical id
+    depth = [
+        alarm
+        for alarm in resources(template, "AWS::CloudWatch::Alarm").values()
+        if alarm.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    ]
+    # The failed records, and per consumer: its dead letters, what EventBridge did not deliver.
+    assert len(depth) == 1 + 2 * len(dev.config.fanout.consumers)
+    for alarm in depth:
+        actions = [flat(a) for a in alarm.get("AlarmActions", [])]
+        assert len(actions) == 1, alarm["AlarmDescription"]
+        assert f"ExportsOutputRef{topic}" in actions[0], alarm["AlarmDescription"]
