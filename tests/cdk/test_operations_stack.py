@@ -38,16 +38,22 @@ def _alarms(template: dict[str, Any], metric: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _dashboard_metrics(template: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
-    """(namespace, metric, dimensions) of every graph line; other stacks' names as <import>."""
+def _dashboard_body(template: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard's JSON body, other stacks' names as <import>, this stack's as <ref>."""
     (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
     parts = dashboard["DashboardBody"]["Fn::Join"][1]
-    body = json.loads(
+    body: dict[str, Any] = json.loads(
         "".join(
             p if isinstance(p, str) else ("<import>" if "Fn::ImportValue" in p else "<ref>")
             for p in parts
         )
     )
+    return body
+
+
+def _dashboard_metrics(template: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
+    """(namespace, metric, dimensions) of every graph line; other stacks' names as <import>."""
+    body = _dashboard_body(template)
     found = []
     for widget in body["widgets"]:
         for line in widget.get("properties", {}).get("metrics", []):
@@ -210,14 +216,7 @@ def test_operations_dashboard_fanout_path(dev) -> None:  # type: ignore[no-untyp
 
 def _alarm_widgets(template: dict[str, Any]) -> dict[str, str]:
     """Title -> alarm ARN of each alarm graph (tokens as <ref>/<import>)."""
-    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
-    parts = dashboard["DashboardBody"]["Fn::Join"][1]
-    body = json.loads(
-        "".join(
-            p if isinstance(p, str) else ("<import>" if "Fn::ImportValue" in p else "<ref>")
-            for p in parts
-        )
-    )
+    body = _dashboard_body(template)
     return {
         w["properties"]["title"]: arn
         for w in body["widgets"]

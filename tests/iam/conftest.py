@@ -23,6 +23,7 @@ from tests.iam.iam_helpers import (
     logical_id,
     moto_server,
     needed_statements,
+    sqs_queue,
 )
 
 ENV = "dev"
@@ -100,11 +101,7 @@ def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str)
 
     sqs = moto_iam.client("sqs")
     queue_id = logical_id(fanout, "AWS::SQS::Queue", "FanOutFailedRecords")
-    queue_url = sqs.create_queue(QueueName=f"{ENV}-fanout-failed-records")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    physical["fanout"][queue_id] = Physical(queue_url, {"Arn": queue_arn})
+    physical["fanout"][queue_id] = sqs_queue(sqs, f"{ENV}-fanout-failed-records")
 
     kinesis = moto_iam.client("kinesis")
     stream_id = logical_id(fanout, "AWS::Kinesis::Stream", "Streamspublicorders")
@@ -115,10 +112,8 @@ def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str)
     physical["fanout"][stream_id] = Physical(f"{ENV}-public-orders", {"Arn": stream_arn})
 
     # Not in the stack: a rule copying every event on the bus to a queue the tests read.
-    observer = sqs.create_queue(QueueName=f"{ENV}-iam-observer")["QueueUrl"]
-    observer_arn = sqs.get_queue_attributes(QueueUrl=observer, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    observer_queue = sqs_queue(sqs, f"{ENV}-iam-observer")
+    observer, observer_arn = observer_queue.ref, observer_queue.attrs["Arn"]
     events.put_rule(
         Name="iam-observer",
         EventBusName=bus_name,
@@ -153,11 +148,9 @@ def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str)
     # The credential refresh's dead-letter queue (failed asynchronous invocations).
     operations = templates["operations"]
     dead_letters_id = logical_id(operations, "AWS::SQS::Queue", "CredentialRefreshDeadLetters")
-    dead_letters = sqs.create_queue(QueueName=f"{ENV}-credential-refresh-dead-letters")["QueueUrl"]
-    dead_letters_arn = sqs.get_queue_attributes(QueueUrl=dead_letters, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    physical["operations"][dead_letters_id] = Physical(dead_letters, {"Arn": dead_letters_arn})
+    physical["operations"][dead_letters_id] = sqs_queue(
+        sqs, f"{ENV}-credential-refresh-dead-letters"
+    )
 
     # The MSK Connect connectors (no moto service: configurations held by the gate's responder).
     capture = templates["capture"]
@@ -277,11 +270,7 @@ def bootstrap_world(
 
     sqs = moto_iam.client("sqs")
     queue_id = logical_id(database, "AWS::SQS::Queue", "ReplicationBootstrapReconcileDeadLetters")
-    url = sqs.create_queue(QueueName=f"{ENV}-reconcile-dead-letters")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    physical[queue_id] = Physical(url, {"Arn": queue_arn})
+    physical[queue_id] = sqs_queue(sqs, f"{ENV}-reconcile-dead-letters")
     return {"database": name, "socket": pg_socket}
 
 

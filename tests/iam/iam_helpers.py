@@ -756,3 +756,10 @@ def assert_each_removal_denied(
             for call in failed.denied
             for resource in call.resources
         ), f"statement {index} removed: a call it does not grant was denied"
+
+
+def sqs_queue(sqs: Any, name: str) -> Physical:
+    """A queue created in moto, as CloudFormation would name it: URL as Ref, its Arn."""
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    return Physical(url, {"Arn": attributes["Attributes"]["QueueArn"]})
