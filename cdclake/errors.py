@@ -59,12 +59,13 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
     from cdclake.config import ConfigError
     from cdclake.local.processes import StackError
+    from cdclake_merge.session import MissingJars  # imports no Spark
 
     if isinstance(exc, ConfigError):
         return _one_line(str(exc).splitlines()[0]), USAGE
     if isinstance(exc, StackError):
         return _one_line(str(exc)), FAILURE
-    if type(exc).__name__ == "MissingJars":  # cdclake_merge.session; importing it imports Spark
+    if isinstance(exc, MissingJars):
         return _one_line(str(exc)), USAGE
     if isinstance(
         exc,

@@ -115,3 +115,12 @@ def test_error_boundary_unexpected_error_one_line_with_debug_hint(
         "error: KeyError: 'a defect' (rerun with --debug for the traceback, "
         "and report it if it is a bug)"
     ]
+
+
+def test_error_boundary_missing_spark_jars_is_a_setup_error() -> None:
+    from cdclake_merge.session import MissingJars
+
+    assert describe(MissingJars("no Hudi bundle under jvm/lib/spark: run make setup")) == (
+        "no Hudi bundle under jvm/lib/spark: run make setup",
+        2,
+    )
