@@ -4,6 +4,7 @@ Everything lives under one state folder (default ``.local-stack/`` in the reposi
 
     state.json            ports, PIDs (with start times), bucket
     logs/<name>.log       one log per process
+    logs/kafka-authorizer.log  every Kafka authorization decision (what MSK's IAM would check)
     postgres/data         the cluster (owned by the ``postgres`` user when run as root)
     kafka/                KRaft metadata and log dirs, server.properties
     connect/              worker.properties and the connector configs as sent
@@ -73,6 +74,21 @@ log4j.logger.org.apache.kafka.clients=WARN
 # Sinks subscribe to topics of tables that do not exist yet; one warning a second each.
 log4j.logger.org.apache.kafka.clients.NetworkClient=ERROR
 log4j.logger.kafka.server.KafkaConfig=WARN
+"""
+# The broker's authorization decisions, one line each, in a bounded file of their own: what the
+# connectors do to which topic and group, as MSK's IAM authorizer would see it (tests/iam checks
+# them against the capture stack's kafka-cluster statements). TRACE: the broker logs some allowed
+# checks (an idempotent producer's IDEMPOTENT_WRITE) only at that level.
+AUTHORIZER_LOG = "kafka-authorizer"
+AUTHORIZER_LOG4J = """\
+log4j.logger.kafka.authorizer.logger=TRACE, authorizer
+log4j.additivity.kafka.authorizer.logger=false
+log4j.appender.authorizer=org.apache.log4j.RollingFileAppender
+log4j.appender.authorizer.File={path}
+log4j.appender.authorizer.MaxFileSize=20MB
+log4j.appender.authorizer.MaxBackupIndex=1
+log4j.appender.authorizer.layout=org.apache.log4j.PatternLayout
+log4j.appender.authorizer.layout.ConversionPattern=[%d] %m%n
 """
 
 
@@ -444,11 +460,15 @@ class LocalStack:
             "num.network.threads": "2",
             "num.io.threads": "2",
             "background.threads": "2",
+            # MSK authorizes every request (with IAM); here Kafka's own authorizer allows all
+            # (there are no ACLs) and logs each decision, so the log shows what IAM would check.
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
         }
         server = base / "server.properties"
         server.write_text(render_properties(properties))
         log4j = base / "log4j.properties"
-        log4j.write_text(LOG4J)
+        log4j.write_text(LOG4J + AUTHORIZER_LOG4J.format(path=self.log_path(AUTHORIZER_LOG)))
         classpath = f"{lib}/*"
         java = java_binary()
         if not (base / "data" / "meta.properties").exists():

@@ -162,8 +162,10 @@ class KafkaCluster(Construct):
                 actions=[
                     "kafka-cluster:Connect",
                     "kafka-cluster:DescribeCluster",
-                    # Kafka 3.x producers (Connect 3.7's included) are idempotent by default;
-                    # with IAM auth their first write fails without this cluster action.
+                    # Kafka 3.x producers are idempotent by default and fail their first
+                    # write without it. Connect 3.7's workers turn idempotence off for their
+                    # own producers (tests/iam records no idempotent write), but a connector's
+                    # producer.override or exactly-once source support turns it back on.
                     "kafka-cluster:WriteDataIdempotently",
                 ],
                 resources=[self.cluster_arn],

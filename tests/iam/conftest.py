@@ -7,24 +7,32 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.iam.iam_helpers import (
     REGION,
+    SERVER_USER_AGENT,
+    KafkaRecording,
     MotoIam,
     Physical,
     Resolver,
     Run,
+    ServerRecording,
     World,
+    java_properties,
     logical_id,
     moto_server,
     needed_statements,
     sqs_queue,
 )
+
+if TYPE_CHECKING:
+    from cdclake.local.stack import LocalStack
 
 ENV = "dev"
 STACKS = ("network", "database", "lake", "capture", "fanout", "operations")
@@ -285,3 +293,127 @@ def full_run(run: Any, statements: list[dict[str, Any]]) -> Run:
 def needed(run: Any, statements: list[dict[str, Any]]) -> dict[int, Run]:
     """Found by trying: each statement without which the module's run fails."""
     return needed_statements(run, statements)
+
+
+@pytest.fixture(scope="session")
+def kafka_recording(
+    own_local_stack: Callable[[str], AbstractContextManager[LocalStack]],
+) -> KafkaRecording:
+    """The local capture stack run once with the broker's authorizer log: the connectors start,
+    snapshot a row of each lake table, stream one more, commit offsets and stop. The stack is
+    down before the tests read what was recorded.
+
+    A stack of its own, not the session's: the recording runs from a broker's first start to its
+    stop (the topics' creation included), and it writes the lake tables, which tests/local
+    creates itself to watch them join the publication."""
+    import time
+
+    from cdclake.local.stack import AUTHORIZER_LOG
+    from connectors.configs import topic_name
+
+    with own_local_stack("iam-kafka") as stack:
+        root = stack.root
+        log = stack.log_path(AUTHORIZER_LOG)
+        stack.up(timeout=300, capture=False)
+        with stack.connect() as conn:
+            conn.run(
+                "CREATE TABLE public.customers (id int PRIMARY KEY, name text, password_hash text)"
+            )
+            conn.run("CREATE TABLE public.orders (id int PRIMARY KEY, order_date date, note text)")
+            conn.run("INSERT INTO public.customers VALUES (1, 'Ada', 'x')")
+            conn.run("INSERT INTO public.orders VALUES (1, '2026-01-01', 'snapshot')")
+        state = stack.up(timeout=300)
+        with stack.connect() as conn:
+            conn.run("INSERT INTO public.orders VALUES (2, '2026-01-02', 'streamed')")
+        s3 = stack.s3_client(state)
+        prefixes = [f"topics/{topic_name(stack.config, t)}/" for t in stack.config.lake_tables]
+        # Written, committed: both tables' change files in S3, the sink group's offsets and
+        # the source's offsets (flushed every offset.flush.interval.ms) in Kafka.
+        committed = (
+            f"Group:LITERAL:connect-{stack.config.resource_name('s3-sink')} for request = "
+            "OffsetCommit",
+            f"Topic:LITERAL:{stack.config.prefix}.connect-offsets for request = Produce",
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            listed = s3.list_objects_v2(Bucket=state.bucket).get("Contents", [])
+            written = all(any(o["Key"].startswith(p) for o in listed) for p in prefixes)
+            text = log.read_text() if log.exists() else ""
+            if written and all(c in text for c in committed):
+                break
+            assert time.monotonic() < deadline, (
+                f"no change files and offset commits after 90s (files: {written}); see {root}/logs"
+            )
+            time.sleep(1)
+        worker = java_properties((root / "connect" / "worker.properties").read_text())
+        stack.down()
+        rotated = log.with_name(log.name + ".1")
+        text = (rotated.read_text() if rotated.exists() else "") + log.read_text()
+        return KafkaRecording(text, worker)
+
+
+@pytest.fixture(scope="session")
+def server_recording(
+    own_local_stack: Callable[..., AbstractContextManager[LocalStack]],
+) -> ServerRecording:
+    """The local stack with the fan-out run once, its moto recording every request: Debezium
+    Server starts, the two fan-out tables join the publication, a row of each is streamed to
+    its Kinesis stream. The stack is down before the tests read it.
+
+    A stack of its own, not the session's: moto records from its start (the recorder's file is
+    set when moto starts), and the rows it streams would reach tests/fanout_e2e's consumers,
+    which count every change of the fan-out tables."""
+    import time
+
+    import requests
+
+    with own_local_stack("iam-server", fanout=True) as stack:
+        root = stack.root
+        # The stack's moto server inherits these: moto's own request recorder.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MOTO_ENABLE_RECORDING", "true")
+            patch.setenv("MOTO_RECORDER_FILEPATH", str(root / "moto-recording.jsonl"))
+            state = stack.up(timeout=300, fanout=True)
+        with stack.connect() as conn:
+            conn.run(
+                "CREATE TABLE public.payments (id bigint PRIMARY KEY, account text NOT NULL, "
+                "amount numeric(12,2), status text, note text)"
+            )
+            conn.run(
+                "CREATE TABLE public.refunds (id bigint PRIMARY KEY, payment_id bigint, "
+                "amount numeric(12,2))"
+            )
+        stack.reconcile()
+        with stack.connect() as conn:
+            conn.run("INSERT INTO public.payments VALUES (1, 'acc-1', 10.50, 'new', 'first')")
+            conn.run("INSERT INTO public.refunds VALUES (1, 1, 2.50)")
+        streams = json.loads((root / "fanout" / "resources.json").read_text())["streams"]
+        endpoint = f"http://127.0.0.1:{state.ports['moto']}"
+        deadline = time.monotonic() + 120
+        while True:
+            recording = requests.get(
+                f"{endpoint}/moto-api/recorder/download-recording", timeout=60
+            ).text
+            sent = _bodies(recording, SERVER_USER_AGENT)
+            if all(f'"StreamName":"{s}"' in sent for s in streams.values()):
+                break
+            assert time.monotonic() < deadline, f"no record in each stream after 120s; see {root}"
+            time.sleep(2)
+        stack.down()
+        return ServerRecording(recording, streams)
+
+
+def _bodies(recording: str, user_agent: str) -> str:
+    """The bodies of a moto recording's requests from ``user_agent``, decoded, one a line."""
+    import base64
+
+    bodies = []
+    for line in recording.splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            headers = {k.lower(): v for k, v in entry["headers"].items()}
+            if not headers.get("user-agent", "").startswith(user_agent):
+                continue
+            body = entry.get("body") or ""
+            bodies.append(base64.b64decode(body).decode() if entry.get("body_encoded") else body)
+    return "\n".join(bodies)

@@ -763,3 +763,495 @@ def sqs_queue(sqs: Any, name: str) -> Physical:
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
     return Physical(url, {"Arn": attributes["Attributes"]["QueueArn"]})
+
+
+# --- recorded requests: what moto cannot enforce, checked against the statements ---------------
+#
+# Spark's S3A client (AWS SDK v1) gets 403 from a moto server that enforces IAM, whatever the
+# policy (docs/iam.md). The merge job therefore runs against a moto server that records every
+# request (moto's own recorder: method, URL, headers, body) and enforces nothing; each recorded
+# request is then mapped to the IAM action, resource and condition keys AWS authorizes it with,
+# and checked against the role's verbatim statements, conditions included.
+
+
+@contextmanager
+def recording_moto_server(log: Path, recording: Path, account: str) -> Iterator[str]:
+    """``python -m moto.server`` without IAM enforcement, recording every request to
+    ``recording`` (``MOTO_ENABLE_RECORDING``); the endpoint."""
+    port = processes.free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "MOTO_ACCOUNT_ID": account,
+        "MOTO_ENABLE_RECORDING": "true",
+        "MOTO_RECORDER_FILEPATH": str(recording),
+    }
+    proc = processes.spawn(
+        "moto-recording",
+        [sys.executable, "-c", _LOCKED_RECORDER, "-H", "127.0.0.1", "-p", str(port)],
+        log=log,
+        env=env,
+    )
+    try:
+        processes.wait_for("moto", lambda: processes.port_open(port), timeout=60, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        processes.stop(proc)
+
+
+#: ``moto.server`` whose recorder appends one request at a time: moto's appends from every
+#: server thread unlocked, and S3A's concurrent uploads interleaved two entries in one line.
+_LOCKED_RECORDER = """
+import sys, threading
+from moto.moto_api._internal.recorder.models import Recorder
+from moto.server import main
+lock, record = threading.Lock(), Recorder._record_request
+def locked(self, request, body=None):
+    with lock:
+        record(self, request, body)
+Recorder._record_request = locked
+main(sys.argv[1:])
+"""
+
+
+def recorder(endpoint: str, command: str) -> str:
+    """moto's recorder API: ``reset-recording``, ``download-recording``, ..."""
+    import requests
+
+    method = "GET" if command == "download-recording" else "POST"
+    response = requests.request(method, f"{endpoint}/moto-api/recorder/{command}", timeout=60)
+    response.raise_for_status()
+    return response.text
+
+
+@dataclass(frozen=True)
+class Access:
+    """One authorization AWS makes for a request: action, resource, condition keys."""
+
+    action: str
+    resource: str
+    context: tuple[tuple[str, str], ...]
+    request: str  # "METHOD path?query", to name it in a failure
+
+
+def recorded_accesses(recording: str) -> list[Access]:
+    """The IAM authorizations of every request in a moto recording (one JSON per line)."""
+    accesses: list[Access] = []
+    for line in recording.splitlines():
+        if line.strip():
+            accesses += request_accesses(json.loads(line))
+    return accesses
+
+
+def request_accesses(entry: Mapping[str, Any]) -> list[Access]:
+    """What AWS authorizes for one recorded request (S3's REST API, CloudWatch metrics).
+
+    The service is the one the request is signed for. A request of any other kind raises,
+    naming it: an unmapped request must not pass unchecked.
+    """
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    headers = {k.lower(): v for k, v in entry["headers"].items()}
+    url = urlsplit(entry["url"])
+    method = entry["method"]
+    named = f"{method} {url.path}" + (f"?{url.query}" if url.query else "")
+    scope = headers.get("authorization", "").partition("Credential=")[2].split(",")[0]
+    service = scope.split("/")[3] if scope.count("/") >= 4 else ""
+    body = base64.b64decode(entry["body"]) if entry.get("body_encoded") else entry.get("body")
+
+    def access(action: str, resource: str, **context: str) -> Access:
+        return Access(action, resource, tuple(sorted(context.items())), named)
+
+    if service == "monitoring":
+        # botocore speaks JSON (X-Amz-Target) or CBOR (the operation in the path) to CloudWatch.
+        target = headers.get("x-amz-target") or url.path
+        operation = target.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
+        if operation == "PutMetricData":
+            if "json" in headers.get("content-type", ""):
+                payload = json.loads(body or "{}")
+            else:
+                from io import BytesIO
+
+                from botocore.parsers import RpcV2CBORParser
+
+                payload = RpcV2CBORParser().parse_data_item(BytesIO(body or b""))
+            namespace = {"cloudwatch:namespace": payload["Namespace"]}
+            return [access("cloudwatch:PutMetricData", "*", **namespace)]
+    if service != "s3":
+        raise NotImplementedError(f"no IAM mapping for {service or 'an unsigned'} request {named}")
+
+    query = parse_qs(url.query, keep_blank_values=True)
+    bucket, _, key = url.path.lstrip("/").partition("/")
+    key = unquote(key)
+    bucket_arn = f"arn:{PARTITION}:s3:::{bucket}"
+    if not key:
+        if method == "POST" and "delete" in query:
+            keys = re.findall(
+                r"<Key>(.*?)</Key>",
+                (body or b"").decode() if isinstance(body, bytes) else body or "",
+            )
+            return [access("s3:DeleteObject", f"{bucket_arn}/{_xml_text(k)}") for k in keys]
+        if method in ("GET", "HEAD") and "location" in query:
+            return [access("s3:GetBucketLocation", bucket_arn)]
+        if method == "GET" and "uploads" in query:
+            return [access("s3:ListBucketMultipartUploads", bucket_arn)]
+        if method == "HEAD" or (method == "GET" and not set(query) - LIST_PARAMETERS):
+            # s3:prefix is in the request context only when the request has a prefix.
+            prefix = {"s3:prefix": query["prefix"][0]} if "prefix" in query else {}
+            return [access("s3:ListBucket", bucket_arn, **prefix)]
+        raise NotImplementedError(f"no IAM mapping for bucket request {named}")
+    object_arn = f"{bucket_arn}/{key}"
+    if method in ("GET", "HEAD") and "uploadId" in query:
+        return [access("s3:ListMultipartUploadParts", object_arn)]
+    if method in ("GET", "HEAD") and not set(query) - OBJECT_READ_PARAMETERS:
+        return [access("s3:GetObject", object_arn)]
+    if method == "PUT" and "x-amz-copy-source" in headers:
+        source = unquote(headers["x-amz-copy-source"]).lstrip("/").split("?", 1)[0]
+        return [
+            access("s3:PutObject", object_arn),
+            access("s3:GetObject", f"arn:{PARTITION}:s3:::{source}"),
+        ]
+    if method in ("PUT", "POST") and set(query) <= {"uploads", "uploadId", "partNumber"}:
+        return [access("s3:PutObject", object_arn)]
+    if method == "DELETE" and "uploadId" in query:
+        return [access("s3:AbortMultipartUpload", object_arn)]
+    if method == "DELETE" and not query:
+        return [access("s3:DeleteObject", object_arn)]
+    raise NotImplementedError(f"no IAM mapping for object request {named}")
+
+
+#: Query parameters of a ListObjects(V2) request (anything else on a bucket GET is another API).
+LIST_PARAMETERS = frozenset(
+    {
+        "list-type",
+        "prefix",
+        "delimiter",
+        "max-keys",
+        "marker",
+        "start-after",
+        "continuation-token",
+        "encoding-type",
+        "fetch-owner",
+    }
+)
+#: Query parameters a GetObject/HeadObject may carry without becoming another API.
+OBJECT_READ_PARAMETERS = frozenset({"partNumber", "response-content-type"})
+
+
+def _xml_text(text: str) -> str:
+    from xml.sax.saxutils import unescape
+
+    return unescape(text, {"&quot;": '"', "&apos;": "'"})
+
+
+def sse_kms_accesses(accesses: Sequence[Access], bucket_keys: Mapping[str, str]) -> list[Access]:
+    """What S3 asks KMS for, as the caller, on a bucket whose default encryption is SSE-KMS
+    (``bucket_keys``: bucket name -> key ARN): ``kms:GenerateDataKey`` to write an object,
+    ``kms:Decrypt`` to read one. moto does not call KMS; AWS does, with the caller's rights."""
+    derived = []
+    for access in accesses:
+        bucket = access.resource.removeprefix(f"arn:{PARTITION}:s3:::").split("/", 1)[0]
+        if bucket not in bucket_keys or "/" not in access.resource.split(":::", 1)[1]:
+            continue
+        if access.action == "s3:PutObject":
+            derived.append(Access("kms:GenerateDataKey", bucket_keys[bucket], (), access.request))
+        elif access.action == "s3:GetObject":
+            derived.append(Access("kms:Decrypt", bucket_keys[bucket], (), access.request))
+    return derived
+
+
+def unallowed(statements: Sequence[Mapping[str, Any]], accesses: Sequence[Access]) -> list[Access]:
+    """The accesses no statement allows (conditions evaluated with each access's context)."""
+    return [a for a in accesses if not allowing(statements, a.action, a.resource, dict(a.context))]
+
+
+def needed_for(
+    statements: Sequence[Mapping[str, Any]], accesses: Sequence[Access]
+) -> dict[int, list[Access]]:
+    """Found by removal: each statement without which some access is no longer allowed, with
+    the accesses that removal denies."""
+    already = set(unallowed(statements, accesses))  # denied with every statement: no one's
+    needed = {}
+    for index in range(len(statements)):
+        without = [s for i, s in enumerate(statements) if i != index]
+        if denied := [a for a in unallowed(without, accesses) if a not in already]:
+            needed[index] = denied
+    return needed
+
+
+@contextmanager
+def spark_s3(spark: Any, endpoint: str, region: str) -> Iterator[None]:
+    """The shared SparkSession's S3A client on ``endpoint`` (a JVM started before the server:
+    settings go into its Hadoop configuration, S3A's cache off), then back as it was."""
+    from cdclake_merge.session import s3_settings
+
+    settings = {
+        **s3_settings({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region}),
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": "merge-job",
+        "fs.s3a.secret.key": "merge-job",
+        "fs.s3.impl.disable.cache": "true",
+        "fs.s3a.impl.disable.cache": "true",
+    }
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = {key: conf.get(key) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
+# --- Kafka: the broker's authorization decisions, checked against kafka-cluster statements -----
+#
+# No moto service speaks Kafka. The local stack's broker runs Kafka's StandardAuthorizer, which
+# allows everything (no ACLs) and logs every decision (cdclake/local/stack.py); each decision is
+# mapped to the kafka-cluster action MSK's IAM authorizer checks for it and evaluated against
+# the service execution role's verbatim statements.
+
+#: (Kafka ACL operation, resource type) -> MSK's IAM action: the "equivalent to Apache Kafka's
+#: ... ACL" column of https://docs.aws.amazon.com/msk/latest/developerguide/kafka-actions.html.
+MSK_ACTIONS = {
+    ("DESCRIBE", "Cluster"): "kafka-cluster:DescribeCluster",
+    ("ALTER", "Cluster"): "kafka-cluster:AlterCluster",
+    ("DESCRIBE_CONFIGS", "Cluster"): "kafka-cluster:DescribeClusterDynamicConfiguration",
+    ("ALTER_CONFIGS", "Cluster"): "kafka-cluster:AlterClusterDynamicConfiguration",
+    ("IDEMPOTENT_WRITE", "Cluster"): "kafka-cluster:WriteDataIdempotently",
+    ("CREATE", "Topic"): "kafka-cluster:CreateTopic",
+    ("DESCRIBE", "Topic"): "kafka-cluster:DescribeTopic",
+    ("ALTER", "Topic"): "kafka-cluster:AlterTopic",
+    ("DELETE", "Topic"): "kafka-cluster:DeleteTopic",
+    ("DESCRIBE_CONFIGS", "Topic"): "kafka-cluster:DescribeTopicDynamicConfiguration",
+    ("ALTER_CONFIGS", "Topic"): "kafka-cluster:AlterTopicDynamicConfiguration",
+    ("READ", "Topic"): "kafka-cluster:ReadData",
+    ("WRITE", "Topic"): "kafka-cluster:WriteData",
+    ("DESCRIBE", "Group"): "kafka-cluster:DescribeGroup",
+    ("READ", "Group"): "kafka-cluster:AlterGroup",
+    ("DELETE", "Group"): "kafka-cluster:DeleteGroup",
+    ("DESCRIBE", "TransactionalId"): "kafka-cluster:DescribeTransactionalId",
+    ("WRITE", "TransactionalId"): "kafka-cluster:AlterTransactionalId",
+}
+#: The same page's "Required actions" on the same resource (kafka-cluster:Connect, required by
+#: every action, is checked on the cluster for each decision).
+MSK_REQUIRED = {
+    "kafka-cluster:WriteData": ("kafka-cluster:DescribeTopic",),
+    "kafka-cluster:ReadData": ("kafka-cluster:DescribeTopic",),
+    "kafka-cluster:AlterTopic": ("kafka-cluster:DescribeTopic",),
+    "kafka-cluster:DeleteTopic": ("kafka-cluster:DescribeTopic",),
+    "kafka-cluster:AlterTopicDynamicConfiguration": (
+        "kafka-cluster:DescribeTopicDynamicConfiguration",
+    ),
+    "kafka-cluster:AlterGroup": ("kafka-cluster:DescribeGroup",),
+    "kafka-cluster:DeleteGroup": ("kafka-cluster:DescribeGroup",),
+    "kafka-cluster:AlterCluster": ("kafka-cluster:DescribeCluster",),
+}
+#: Requests between the broker and its controller (registration, heartbeats, the envelope a
+#: broker forwards a client's request in): the brokers', MSK's own, never a client role's.
+INTER_NODE_OPERATION = "CLUSTER_ACTION"
+#: Kafka's own topics: the broker creates __consumer_offsets itself on a group's first
+#: FindCoordinator (a CreateTopics without a client's envelope) and reads it for the coordinator.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+_DECISION = re.compile(
+    r"Principal = (?P<principal>\S+) is (?P<result>Allowed|Denied) operation = (?P<operation>\w+)"
+    r" from host = \S+ on resource = (?P<type>\w+):(?P<pattern>LITERAL|PREFIXED):(?P<name>.+?)"
+    r" for request = (?P<request>\w+) with "
+)
+
+
+@dataclass(frozen=True)
+class KafkaDecision:
+    """One authorization the broker made: operation, resource type and name, the request."""
+
+    operation: str
+    resource_type: str
+    name: str
+    request: str
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.resource_type}:{self.name} ({self.request})"
+
+
+def authorizer_decisions(log: str) -> list[KafkaDecision]:
+    """The decisions of a ``kafka.authorizer.logger`` log; a line it cannot read raises."""
+    decisions = []
+    for line in log.splitlines():
+        if not line.strip():
+            continue
+        found = _DECISION.search(line)
+        if found is None:
+            raise ValueError(f"not an authorizer decision: {line[:200]}")
+        decisions.append(
+            KafkaDecision(found["operation"], found["type"], found["name"], found["request"])
+        )
+    return decisions
+
+
+def client_decisions(decisions: Sequence[KafkaDecision]) -> list[KafkaDecision]:
+    """The decisions a client's role answers for: without inter-node requests and Kafka's own
+    topics. CreateTopics is authorized as CREATE on the cluster, which names no topic; the
+    controller then authorizes DESCRIBE_CONFIGS on each topic of the request, so each of those
+    adds a topic CREATE (MSK grants kafka-cluster:CreateTopic on topics only)."""
+    kept: list[KafkaDecision] = []
+    for decision in decisions:
+        key = (decision.operation, decision.resource_type)
+        if decision.operation == INTER_NODE_OPERATION:
+            continue
+        if decision.resource_type == "Topic" and decision.name in KAFKA_INTERNAL_TOPICS:
+            continue
+        if key == ("CREATE", "Cluster") and decision.request == "CreateTopics":
+            continue
+        if key == ("DESCRIBE_CONFIGS", "Topic") and decision.request == "CreateTopics":
+            kept.append(KafkaDecision("CREATE", "Topic", decision.name, decision.request))
+        kept.append(decision)
+    return kept
+
+
+def msk_arn(cluster_arn: str, resource_type: str, name: str) -> str:
+    """``arn:...:topic/<cluster name>/<cluster uuid>/<name>`` (group, transactional-id alike)."""
+    if resource_type == "Cluster":
+        return cluster_arn
+    kind = {"Topic": "topic", "Group": "group", "TransactionalId": "transactional-id"}
+    head, _, rest = cluster_arn.partition(":cluster/")
+    return f"{head}:{kind[resource_type]}/{rest}/{name}"
+
+
+def kafka_accesses(
+    decisions: Sequence[KafkaDecision],
+    cluster_arn: str,
+    names: Mapping[tuple[str, str], Sequence[str]],
+) -> list[Access]:
+    """The IAM authorizations MSK makes for client decisions: the action on the resource, its
+    required actions, and ``kafka-cluster:Connect`` on the cluster. ``names`` maps a recorded
+    (resource type, name) to the name(s) it has on MSK; an unmapped name or operation raises."""
+    accesses: list[Access] = []
+    for decision in decisions:
+        key = (decision.operation, decision.resource_type)
+        if key not in MSK_ACTIONS:
+            raise LookupError(f"no MSK action for {decision}")
+        if decision.resource_type == "Cluster":
+            targets: Sequence[str] = [decision.name]
+        elif (decision.resource_type, decision.name) in names:
+            targets = names[(decision.resource_type, decision.name)]
+        else:
+            raise LookupError(f"{decision}: no MSK name for {decision.name!r}")
+        action = MSK_ACTIONS[key]
+        for target in targets:
+            arn = msk_arn(cluster_arn, decision.resource_type, target)
+            request = str(decision)
+            accesses.append(Access(action, arn, (), request))
+            accesses += [
+                Access(required, arn, (), f"{request}, required by {action}")
+                for required in MSK_REQUIRED.get(action, ())
+            ]
+        accesses.append(Access("kafka-cluster:Connect", cluster_arn, (), str(decision)))
+    return accesses
+
+
+def kafka_cluster_statements(statements: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The statements whose actions are all ``kafka-cluster:`` ones (the Kafka data plane)."""
+    return [
+        dict(s)
+        for s in statements
+        if all(a.startswith("kafka-cluster:") for a in _as_list(s.get("Action", [])))
+    ]
+
+
+def unexercised_actions(
+    statements: Sequence[Mapping[str, Any]], accesses: Sequence[Access]
+) -> set[str]:
+    """Actions (or action patterns) of the statements that allow no access."""
+    used = [
+        (index, access.action)
+        for access in accesses
+        for index in allowing(statements, access.action, access.resource)
+    ]
+    return {
+        action
+        for index, statement in enumerate(statements)
+        for action in _as_list(statement["Action"])
+        if not any(i == index and _matches(action, a, case=False) for i, a in used)
+    }
+
+
+@dataclass(frozen=True)
+class KafkaRecording:
+    """What the local stack's broker authorized while its connectors worked, and the worker
+    configuration they ran with."""
+
+    log: str
+    worker: Mapping[str, str]
+
+
+def java_properties(text: str) -> dict[str, str]:
+    """``key=value`` lines as :func:`connectors.configs.render_properties` writes them."""
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {key: value.replace("\\\\", "\\") for key, value in pairs}
+
+
+def resolver_with(
+    templates: Mapping[str, Mapping[str, Any]],
+    account: str,
+    region: str,
+    created: Mapping[str, Mapping[str, Physical]],
+) -> Resolver:
+    """A resolver naming ``created`` resources as given and every other one symbolically."""
+    base = symbolic_resolver(templates, account)
+    physical = {
+        stack: {**base.physical[stack], **created.get(stack, {})} for stack in base.physical
+    }
+    return Resolver(templates, physical, account=account, region=region)
+
+
+#: Debezium Server's Kinesis sink is the AWS SDK for Java v2; the local stack's own clients and
+#: the fan-out handler are boto3 ("Boto3/...").
+SERVER_USER_AGENT = "aws-sdk-java/"
+
+
+@dataclass(frozen=True)
+class ServerRecording:
+    """moto's recording of the local stack with the fan-out, and the stream of each table."""
+
+    recording: str
+    streams: Mapping[str, str]
+
+
+def kinesis_accesses(
+    recording: str,
+    user_agent: str,
+    stream_arns: Mapping[str, str],
+    stream_keys: Mapping[str, str],
+) -> list[Access]:
+    """The IAM authorizations of the recorded requests whose User-Agent starts with
+    ``user_agent``: ``kinesis:<operation>`` on the stream (by name or ARN in the JSON body),
+    and for a write to an encrypted stream ``kms:GenerateDataKey`` on its key (what Kinesis
+    asks KMS for with the producer's permissions). Any other request of that client, or an
+    unknown stream, raises: an unmapped request must not pass unchecked."""
+    accesses: list[Access] = []
+    by_arn = {arn: arn for arn in stream_arns.values()}
+    for line in recording.splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        headers = {k.lower(): v for k, v in entry["headers"].items()}
+        if not headers.get("user-agent", "").startswith(user_agent):
+            continue
+        target = headers.get("x-amz-target", "")
+        named = f"{entry['method']} {target or entry['url']}"
+        service, _, operation = target.partition(".")
+        if not service.startswith("Kinesis_"):
+            raise NotImplementedError(f"no IAM mapping for {named}")
+        raw = entry.get("body") or "{}"
+        body = json.loads(base64.b64decode(raw) if entry.get("body_encoded") else raw)
+        stream = body.get("StreamARN") or body.get("StreamName")
+        arn = by_arn.get(stream) or stream_arns.get(stream)
+        if arn is None:
+            raise LookupError(f"{named}: unknown stream {stream!r}")
+        accesses.append(Access(f"kinesis:{operation}", arn, (), named))
+        if operation in ("PutRecord", "PutRecords") and arn in stream_keys:
+            accesses.append(Access("kms:GenerateDataKey", stream_keys[arn], (), named))
+    return accesses

@@ -1,0 +1,320 @@
+"""The Glue merge job (``glue_jobs/merge_job.py``, merge and replay) checked against exactly the
+S3 and CloudWatch statements the lake stack gives its role.
+
+moto refuses every request of Spark's S3A client once it enforces IAM (docs/iam.md), so the
+job runs in the shared SparkSession against a moto server that records every request and
+enforces nothing; each recorded request (S3A's and boto3's) is mapped to what AWS authorizes
+it with (action, resource, ``s3:prefix``/``cloudwatch:namespace``) and checked against the
+role's statements from the template. SSE-KMS adds what S3 asks KMS for, as the caller. The job's
+arguments are the template's for public.orders, resolved to the moto buckets.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import runpy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.iam.iam_helpers import (
+    REGION,
+    Access,
+    Call,
+    Physical,
+    Resolver,
+    Run,
+    allowing,
+    docs_row,
+    label,
+    logical_id,
+    needed_for,
+    recorded_accesses,
+    recorder,
+    recording_moto_server,
+    role_policy,
+    spark_s3,
+    sse_kms_accesses,
+    unallowed,
+)
+
+pytestmark = [
+    pytest.mark.moto,
+    pytest.mark.cdk,
+    pytest.mark.spark,
+    pytest.mark.hudi,
+    pytest.mark.slow,
+]
+
+ENV = "dev"
+TABLE = "public.orders"
+JOB = "MergeJobsJobPublicOrders"
+BUCKETS = ("StorageChanges", "StorageLake", "StorageQuarantine", "StorageGlueAssets")
+# One Hive metastore is shared by every Spark test of the session: the table is synced into a
+# database of this module's own, not the template's cdclake_dev (only the catalog's name, not
+# an S3 path outside warehouse/, changes).
+DATABASE = "cdclake_iam"
+HUGE = 10**25  # fits no decimal(38,18): the line the merge quarantines
+FIX = {"discount": "string"}  # the fix the replay applies it with
+COMPONENT = "Glue merge job (merge and replay)"
+CHECKED_BY = "recorded requests (moto recorder) against the statements, conditions included"
+#: Found by removal (test_merge_job_each_needed_statement_removed_denies_a_request_it_grants).
+NEEDED = {
+    "ListChangeFiles",
+    "ReadChangeFiles",
+    "ListLake",
+    "WriteLake",
+    "ProbeWarehouse",
+    "ListQuarantine",
+    "WriteQuarantine",
+    "JobMetrics",
+    "kms:Decrypt, kms:Encrypt, kms:GenerateDataKey",
+}
+ENTRY = Path(__file__).resolve().parents[2] / "glue_jobs" / "merge_job.py"
+
+
+def _bad_line(line: str, row_id: int) -> str:
+    """A schema-included insert with a ``discount`` column whose value no decimal holds."""
+    event = json.loads(line)
+    for envelope_field in event["schema"]["fields"]:
+        if envelope_field["field"] in ("before", "after"):
+            envelope_field["fields"].append(
+                {
+                    "field": "discount",
+                    "type": "struct",
+                    "optional": True,
+                    "name": "io.debezium.data.VariableScaleDecimal",
+                }
+            )
+    raw = HUGE.to_bytes((HUGE.bit_length() + 8) // 8, "big", signed=True)
+    payload = event["payload"]
+    payload.update(op="c", before=None)
+    payload["after"] = {
+        **payload["after"],
+        "id": row_id,
+        "discount": {"scale": 0, "value": base64.b64encode(raw).decode()},
+    }
+    return json.dumps(event)
+
+
+def _main_json(main: Any, argv: list[str]) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    assert code == 0, out.getvalue()
+    return dict(json.loads(out.getvalue().strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def lake(templates: dict[str, Any]) -> dict[str, Any]:
+    return templates["lake"]
+
+
+@pytest.fixture(scope="module")
+def job_runs(
+    templates: dict[str, Any],
+    lake: dict[str, Any],
+    account: str,
+    spark: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Any]]:
+    """A merge run, then a replay run with the fix, of the template's public.orders job."""
+    from cdclake.config import load_config
+    from cdclake_merge.generator import GeneratorOptions, generate_files
+
+    folder = tmp_path_factory.mktemp("merge-iam")
+    with (
+        recording_moto_server(folder / "moto.log", folder / "recording", account) as endpoint,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        for name in [n for n in os.environ if n.startswith("AWS_")]:
+            patch.delenv(name)
+        patch.setenv("AWS_ENDPOINT_URL", endpoint)
+        patch.setenv("AWS_ACCESS_KEY_ID", "merge-job")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "merge-job")
+        patch.setenv("AWS_DEFAULT_REGION", REGION)
+        patch.setenv("AWS_CONFIG_FILE", os.devnull)
+        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+        # local_session makes its warehouse folder where it is told, s3:// paths included.
+        patch.chdir(folder)
+
+        res = lake["Resources"]
+        physical: dict[str, Physical] = {}
+        kms = boto3.client("kms", region_name=REGION)
+        key_id = logical_id(lake, "AWS::KMS::Key", "StorageKey")
+        key_arn = kms.create_key()["KeyMetadata"]["Arn"]
+        physical[key_id] = Physical(key_arn, {"Arn": key_arn})
+        resolve = Resolver(
+            templates,
+            {"lake": physical, **{r: {} for r in templates if r != "lake"}},
+            account=account,
+        )
+        s3 = boto3.client("s3", region_name=REGION)
+        bucket_keys: dict[str, str] = {}
+        for prefix in BUCKETS:
+            lid = logical_id(lake, "AWS::S3::Bucket", prefix)
+            bucket = f"{ENV}-{prefix.removeprefix('Storage').lower()}-iam"
+            physical[lid] = Physical(bucket, {"Arn": f"arn:aws:s3:::{bucket}"})
+            s3.create_bucket(
+                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
+            )
+            # The template's default encryption is not set in moto: S3A (SDK v1) refuses to
+            # copy an object moto reports as SSE-KMS over plain HTTP. What it costs in KMS
+            # rights is derived from the template instead (sse_kms_accesses).
+            encryption = resolve(res[lid]["Properties"]["BucketEncryption"], "lake")
+            (rule,) = encryption["ServerSideEncryptionConfiguration"]
+            default = rule["ServerSideEncryptionByDefault"]
+            if default["SSEAlgorithm"] == "aws:kms":
+                bucket_keys[bucket] = default["KMSMasterKeyID"]
+
+        job = logical_id(lake, "AWS::Glue::Job", JOB)
+        arguments = resolve(res[job]["Properties"]["DefaultArguments"], "lake")
+        role = res[job]["Properties"]["Role"]["Fn::GetAtt"][0]
+        statements = resolve(list(role_policy(lake, role).statements), "lake")
+
+        config = load_config(ENV)
+        generated = folder / "generated"
+        generate_files(
+            generated,
+            GeneratorOptions(table=TABLE, events=120, keys=4, partitions=1, prefix=config.prefix),
+        )
+        changes = arguments["--changes_path"].removeprefix("s3://")
+        bucket, _, topic_folder = changes.partition("/")
+        files = sorted((generated / "topics").rglob("*.json"))
+        last = files[-1]
+        last.write_text(
+            last.read_text() + _bad_line(files[0].read_text().splitlines()[0], 10_000) + "\n"
+        )
+        for path in files:
+            relative = path.relative_to(generated / "topics" / f"{config.prefix}.{TABLE}")
+            s3.put_object(
+                Bucket=bucket, Key=f"{topic_folder}{relative.as_posix()}", Body=path.read_bytes()
+            )
+
+        argv = ["merge_job.py", "--JOB_NAME", str(res[job]["Properties"]["Name"])]
+        for name, value in {**arguments, "--database": DATABASE}.items():
+            argv += [name, str(value)]
+        main = runpy.run_path(str(ENTRY))["main"]
+        runs: dict[str, Any] = {}
+        with spark_s3(spark, endpoint, REGION):
+            for mode, extra in (
+                ("merge", []),
+                (
+                    "replay",
+                    [
+                        "--mode",
+                        "replay",
+                        "--column_types",
+                        json.dumps(FIX),
+                        "--JOB_RUN_ID",
+                        "jr_iam",
+                    ],
+                ),
+            ):
+                recorder(endpoint, "reset-recording")
+                output = _main_json(main, argv + extra)
+                recording = recorder(endpoint, "download-recording")
+                runs[mode] = {"output": output, "recording": recording}
+        yield {"statements": statements, "runs": runs, "bucket_keys": bucket_keys}
+
+
+def _accesses(job_runs: dict[str, Any], mode: str) -> list[Access]:
+    """The run's recorded requests as IAM authorizations, and the KMS calls SSE-KMS adds."""
+    accesses = recorded_accesses(job_runs["runs"][mode]["recording"])
+    return accesses + sse_kms_accesses(accesses, job_runs["bucket_keys"])
+
+
+@pytest.fixture(scope="module")
+def accesses(job_runs: dict[str, Any]) -> dict[str, list[Access]]:
+    return {mode: _accesses(job_runs, mode) for mode in job_runs["runs"]}
+
+
+@pytest.fixture(scope="module")
+def needed(job_runs: dict[str, Any], accesses: dict[str, list[Access]]) -> dict[int, list[Access]]:
+    return needed_for(job_runs["statements"], [a for run in accesses.values() for a in run])
+
+
+def _sid(statement: dict[str, Any]) -> str:
+    return str(statement.get("Sid") or label(statement))
+
+
+def test_merge_job_merge_run_template_arguments_commits_and_quarantines(
+    job_runs: dict[str, Any],
+) -> None:
+    merged = job_runs["runs"]["merge"]["output"]["cdclake_merge"]
+    assert merged["committed"] and merged["quarantined"] == 1, merged
+
+
+def test_merge_job_replay_run_with_fix_applies_quarantined_line(job_runs: dict[str, Any]) -> None:
+    replayed = job_runs["runs"]["replay"]["output"]["cdclake_replay"]
+    assert replayed["applied"] == 1 and replayed["still_failing"] == 0, replayed
+
+
+@pytest.mark.parametrize("mode", ["merge", "replay"])
+def test_merge_job_run_every_request_allowed_by_template_statements(
+    job_runs: dict[str, Any], accesses: dict[str, list[Access]], mode: str
+) -> None:
+    run = accesses[mode]
+    assert {a.action for a in run} >= {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
+    denied = unallowed(job_runs["statements"], run)
+    assert not denied, "\n".join(
+        f"{a.action} {a.resource} {a.context} ({a.request})" for a in denied
+    )
+
+
+def test_merge_job_each_needed_statement_removed_denies_a_request_it_grants(
+    job_runs: dict[str, Any], needed: dict[int, list[Access]]
+) -> None:
+    statements = job_runs["statements"]
+    for index, denied in needed.items():
+        assert all(
+            allowing([statements[index]], a.action, a.resource, dict(a.context)) for a in denied
+        ), _sid(statements[index])
+    assert {_sid(statements[i]) for i in needed} == NEEDED
+
+
+def test_merge_job_unneeded_statements_are_glues_own(
+    job_runs: dict[str, Any], needed: dict[int, list[Access]]
+) -> None:
+    """What the runs do not need is what Glue itself uses (code, logs) or the Data Catalog,
+    which the local session does not call (docs/iam.md says why each stays)."""
+    statements = job_runs["statements"]
+    unneeded = {_sid(s) for i, s in enumerate(statements) if i not in needed}
+    assert unneeded == {"ReadJobCode", "JobLogs", "CatalogDefaultDatabase", "CatalogSync"}
+
+
+def test_merge_job_change_listing_of_another_prefix_denied(
+    job_runs: dict[str, Any], accesses: dict[str, list[Access]]
+) -> None:
+    """ListChangeFiles' s3:prefix condition is evaluated: the job's own listings pass, the same
+    listings without a prefix or under another environment's topics do not."""
+    listings = [
+        a for a in accesses["merge"] if a.action == "s3:ListBucket" and "-changes-" in a.resource
+    ]
+    assert listings and not unallowed(job_runs["statements"], listings)
+    elsewhere = [
+        Access(
+            a.action, a.resource, (("s3:prefix", "topics/cdclake-prod.public.orders/"),), a.request
+        )
+        for a in listings
+    ] + [Access(a.action, a.resource, (), a.request) for a in listings]
+    assert unallowed(job_runs["statements"], elsewhere) == elsewhere
+
+
+def test_merge_job_needed_statements_match_docs_table(
+    job_runs: dict[str, Any],
+    accesses: dict[str, list[Access]],
+    needed: dict[int, list[Access]],
+    repo_root: Path,
+) -> None:
+    calls = [Call(a.action, (a.resource,)) for run in accesses.values() for a in run]
+    failed = {index: Run(False, []) for index in needed}
+    row = docs_row(COMPONENT, CHECKED_BY, Run(True, calls), job_runs["statements"], failed)
+    assert row in (repo_root / "docs" / "iam.md").read_text().splitlines(), row
