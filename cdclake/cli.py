@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cdclake.dispatch import dispatch_command
 from cdclake.doctor import doctor
 from cdclake.errors import run
 from cdclake.lake_reader import local_spark, read_lake
@@ -35,6 +36,7 @@ app = typer.Typer(
 app.command(name="doctor")(doctor)
 app.command(name="validate")(validate)
 app.command(name="status")(status)
+app.command(name="dispatch")(dispatch_command)
 app.command(name="snapshot")(snapshot)
 app.add_typer(local_app, name="local")
 app.add_typer(quarantine_app, name="quarantine")
@@ -110,9 +112,22 @@ def merge(
         float | None,
         typer.Option(help="Days a deleted key is remembered (default: config's, else 14)"),
     ] = None,
+    max_files: Annotated[
+        int | None,
+        typer.Option(min=1, help="Apply at most N change files; the next run takes the rest"),
+    ] = None,
+    max_bytes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SIZE",
+            help="Apply at most SIZE of change files (e.g. 512MB, 2GiB); the "
+            "next run takes the rest",
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
 ) -> None:
-    """Apply every not-yet-applied change file under CHANGES to the Hudi table."""
+    """Apply the not-yet-applied change files under CHANGES to the Hudi table (all of them,
+    or a prefix of each partition within --max-files/--max-bytes)."""
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, MergeOptions, run_merge
     from cdclake_merge.sink import open_sink
@@ -120,6 +135,7 @@ def merge(
 
     if not 0 <= max_bad_fraction <= 1:
         _fail("--max-bad-fraction must be between 0 and 1", 2)
+    byte_cap = _byte_size("--max-bytes", max_bytes) if max_bytes is not None else None
     source_table = table
     if env is not None:
         target = _env_target(env, table)
@@ -146,6 +162,8 @@ def merge(
         column_types=_parse_types(column_type or []),
         exclude_columns=frozenset(_split(exclude)),
         max_bad_fraction=max_bad_fraction,
+        max_files=max_files,
+        max_bytes=byte_cap,
         **(
             {}
             if tombstone_retention_days is None
@@ -201,6 +219,24 @@ def merge(
         console.print(f"{table}: no new change files; nothing to do (version {result.version})")
         return
     _print_result(result)
+    if result.files_pending:
+        console.print(
+            f"{table}: {result.files_pending:,} change files left for the next run (the cap)",
+            highlight=False,
+        )
+
+
+def _byte_size(option: str, value: str) -> int:
+    """``512MB``, ``2GiB``, ``1000``: pydantic's reading of sizes, as config's are read."""
+    from pydantic import ByteSize, TypeAdapter, ValidationError
+
+    try:
+        size = int(TypeAdapter(ByteSize).validate_python(value))
+    except ValidationError:
+        _fail(f"{option} expects a size such as 1000, 512MB or 2GiB, got {value!r}", 2)
+    if size < 1:
+        _fail(f"{option} must be at least one byte, got {value!r}", 2)
+    return size
 
 
 def _publish_metrics(env: str, table: str, result: Any, seconds: float) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     StringConstraints,
@@ -236,19 +237,75 @@ class DatabaseConfig(_Model):
         }
 
 
+# vCPUs of one worker (Glue's worker types) and the merge's rate per vCPU, measured at a
+# third of what docs/reliability.md's throughput run reached (3.3 GB in 112 s on 2 vCPUs):
+# the per-run cap's defaults, so that a capped run ends well inside its timeout.
+WORKER_VCPUS = {"G.1X": 4, "G.2X": 8, "G.4X": 16, "G.8X": 32}
+MERGE_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
+MERGE_FILES_PER_VCPU_SECOND = 2
+RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
+
+
 class GlueJobConfig(_Model):
     worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
     number_of_workers: int = Field(default=2, ge=2)
     flex: bool = False
     timeout_minutes: int = Field(default=60, ge=1)
-    max_retries: int = Field(default=1, ge=0, le=10)
-    schedule: str | None = Field(default=None, description="EventBridge cron(...) or rate(...)")
     max_bad_fraction: float = Field(default=0.01, ge=0.0, le=1.0)
+    max_files_per_run: int | None = Field(
+        default=None,
+        ge=1,
+        description="change files one run applies at most (default: from workers and timeout)",
+    )
+    max_bytes_per_run: ByteSize | None = Field(
+        default=None,
+        ge=1,
+        description="bytes of change files one run applies at most, e.g. 20GiB "
+        "(default: from workers and timeout)",
+    )
+
+    def _planned_vcpu_seconds(self) -> float:
+        # One worker is the driver; the others run the tasks.
+        executors = (self.number_of_workers - 1) * WORKER_VCPUS[self.worker_type]
+        return executors * self.timeout_minutes * 60 * RUN_TIMEOUT_SHARE
+
+    def files_per_run(self) -> int:
+        """The per-run file cap: configured, or what half the timeout applies at the rate."""
+        if self.max_files_per_run is not None:
+            return self.max_files_per_run
+        return max(int(self._planned_vcpu_seconds() * MERGE_FILES_PER_VCPU_SECOND), 1)
+
+    def bytes_per_run(self) -> int:
+        """The per-run byte cap: configured, or what half the timeout applies at the rate."""
+        if self.max_bytes_per_run is not None:
+            return int(self.max_bytes_per_run)
+        return max(int(self._planned_vcpu_seconds() * MERGE_BYTES_PER_VCPU_SECOND), 1)
+
+
+# Glue's default quota of concurrent job runs per account; the dispatcher stays below it.
+GLUE_CONCURRENT_RUNS_QUOTA = 50
+
+
+class DispatchConfig(_Model):
+    """The environment's merge dispatcher: how often it looks, how many runs it allows."""
+
+    schedule: str = Field(
+        default="rate(15 minutes)",
+        description="EventBridge cron(...) or rate(...): how often the dispatcher looks for "
+        "change files waiting",
+    )
+    max_concurrent_runs: int = Field(
+        default=10,
+        ge=1,
+        lt=GLUE_CONCURRENT_RUNS_QUOTA,
+        description="merge runs of this environment in progress at once, at most (below "
+        "Glue's account quota of 50 concurrent runs)",
+    )
 
     @field_validator("schedule")
     @classmethod
-    def _schedule(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"(cron|rate)\(.+\)", value):
+    def _schedule(cls, value: str) -> str:
+        if not re.fullmatch(r"(cron|rate)\(.+\)", value):
             raise ValueError("must be cron(...) or rate(...)")
         return value
 
@@ -266,6 +323,7 @@ class LakeConfig(_Model):
         ),
     )
     glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
+    dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     freshness_minutes: FreshnessMinutes = Field(
         default=60,
         description="lag objective of every lake table (its alarm), unless the table sets one",

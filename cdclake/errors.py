@@ -22,6 +22,10 @@ CREDENTIALS_HELP = (
     "(aws sso login / AWS_PROFILE / AWS_ACCESS_KEY_ID), or run `cdclake doctor --env ENV`"
 )
 LOCAL_STACK_HELP = "the local stack is not running: start it with `cdclake local up`"
+SPARK_GONE_HELP = (
+    "the Spark driver (the JVM this command started) stopped: look above for its error "
+    "(java.lang.OutOfMemoryError: raise CDCLAKE_DRIVER_MEMORY, default 4g)"
+)
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {
@@ -90,9 +94,23 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return f"cannot reach {endpoint}: {hint}", FAILURE
     if isinstance(exc, boto.ReadTimeoutError):
         return f"AWS did not answer in time ({_one_line(str(exc))}): run it again", FAILURE
+    if _spark_driver_gone(exc):  # before the loopback check: py4j talks to 127.0.0.1 too
+        return SPARK_GONE_HELP, FAILURE
     if _refused_on_loopback(exc):
         return LOCAL_STACK_HELP, FAILURE
     return None
+
+
+def _spark_driver_gone(exc: BaseException) -> bool:
+    """py4j could not reach this process's JVM: it died (out of memory, killed)."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ == "Py4JNetworkError":
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _client_error(exc: Any) -> str:

@@ -10,6 +10,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --record_key id[,id2]         --partition_fields ""|col[,col]
     --table_type COPY_ON_WRITE|MERGE_ON_READ   --quarantine_path s3://…/
     --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
+    --max_files_per_run N         --max_bytes_per_run BYTES   (the per-run cap: the rest of a
+                                  backlog is left to the next run; default: no cap)
     --mode merge|replay           (default merge; replay: apply the quarantined lines the
                                   table's current spec reads, see cdclake_merge.replay)
 
@@ -39,6 +41,8 @@ ARGUMENTS = (
     "exclude_columns",
     "column_types",
     "tombstone_retention_days",
+    "max_files_per_run",
+    "max_bytes_per_run",
     "mode",
 )
 MODES = ("merge", "replay")
@@ -52,6 +56,8 @@ OPTIONAL = {
     "exclude_columns": "",
     "column_types": "{}",
     "tombstone_retention_days": "",
+    "max_files_per_run": "",
+    "max_bytes_per_run": "",
     "mode": "merge",
 }
 
@@ -102,6 +108,8 @@ def merge_options(args: dict[str, str]) -> Any:
         max_bad_fraction=float(args["max_bad_fraction"]),
         column_types=dict(json.loads(args.get("column_types") or "{}")),
         exclude_columns=frozenset(c for c in args.get("exclude_columns", "").split(",") if c),
+        max_files=_positive(args, "max_files_per_run"),
+        max_bytes=_positive(args, "max_bytes_per_run"),
         # An older job definition has no retention argument: the library's default then.
         **(
             {"tombstone_retention_days": float(args["tombstone_retention_days"])}
@@ -109,6 +117,15 @@ def merge_options(args: dict[str, str]) -> Any:
             else {}
         ),
     )
+
+
+def _positive(args: dict[str, str], name: str) -> int | None:
+    value = args.get(name) or ""
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"--{name} must be a positive whole number, not {value!r}")
+    return int(value)
 
 
 def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
@@ -140,9 +157,13 @@ def main(argv: list[str]) -> int:
     if mode not in MODES:
         print(f"cdclake: --mode must be merge or replay, not {mode!r}", file=sys.stderr)
         return 2
+    try:
+        options = merge_options(args)
+    except ValueError as exc:  # a job argument edited in the console: fail before a session
+        print(f"cdclake {mode} failed: {exc}", file=sys.stderr)
+        return 2
     spark, job = build_session(args)
     started = time.monotonic()
-    options = merge_options(args)
     try:
         sink = open_table(args, options, spark)
         if mode == "replay":

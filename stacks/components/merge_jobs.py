@@ -1,4 +1,5 @@
-"""Glue 5.0 merge jobs: one PySpark job (and schedule) per lake table, writing Hudi."""
+"""Glue 5.0 merge jobs: one PySpark job per lake table, writing Hudi (started by the
+dispatcher, stacks/components/merge_dispatcher.py, never by a schedule of its own)."""
 
 from __future__ import annotations
 
@@ -156,7 +157,6 @@ class MergeJobs(Construct):
         encryption_key.grant(self.role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 
         self.jobs: dict[str, glue.CfnJob] = {}
-        self.triggers: dict[str, glue.CfnTrigger] = {}
         for table in tables:
             name = table.merge_job_name(name_prefix)
             # One job per table: its own arguments, one run at a time.
@@ -175,7 +175,14 @@ class MergeJobs(Construct):
                 worker_type=job_config.worker_type,
                 number_of_workers=job_config.number_of_workers,
                 execution_class="FLEX" if job_config.flex else "STANDARD",
-                max_retries=job_config.max_retries,
+                # No Glue retries: a retry reads the whole run again, and the failures that
+                # stop a run (bad lines, a schema change, a bad argument) fail it again. What
+                # is transient is retried inside the run (S3, Spark tasks); the next start
+                # continues from the last commit. Without retries Glue can queue a start
+                # that finds a run in progress (WAITING) instead of failing it; Flex runs
+                # wait for capacity on their own.
+                max_retries=0,
+                job_run_queuing_enabled=not job_config.flex,
                 timeout=job_config.timeout_minutes,
                 execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
                 security_configuration=self.security_configuration.ref,
@@ -211,6 +218,9 @@ class MergeJobs(Construct):
                         else {}
                     ),
                     "--max_bad_fraction": str(job_config.max_bad_fraction),
+                    # A backlog is applied over several runs, each well inside the timeout.
+                    "--max_files_per_run": str(job_config.files_per_run()),
+                    "--max_bytes_per_run": str(job_config.bytes_per_run()),
                     "--tombstone_retention_days": str(config.tombstone_retention_days),
                     "--environment": environment,
                     # Glue's own.
@@ -229,17 +239,6 @@ class MergeJobs(Construct):
                 },
             )
             self.jobs[table.name] = job
-            if job_config.schedule:
-                # The schedule from config, started on creation.
-                self.triggers[table.name] = glue.CfnTrigger(
-                    self,
-                    f"Schedule{_camel(table.lake_table_name)}",
-                    name=f"{name}-schedule",
-                    type="SCHEDULED",
-                    schedule=job_config.schedule,
-                    start_on_creation=True,
-                    actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref)],
-                )
 
 
 def _camel(name: str) -> str:

@@ -124,3 +124,19 @@ def test_error_boundary_missing_spark_jars_is_a_setup_error() -> None:
         "no Hudi bundle under jvm/lib/spark: run make setup",
         2,
     )
+
+
+def test_error_boundary_spark_driver_gone_is_not_a_stopped_stack() -> None:
+    from py4j.protocol import Py4JNetworkError
+
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as refused_connection:
+            raise Py4JNetworkError(
+                "An error occurred while trying to connect to the Java server (127.0.0.1:41234)"
+            ) from refused_connection
+    except Py4JNetworkError as exc:
+        described = describe(exc)
+    assert described is not None
+    assert described[0].startswith("the Spark driver (the JVM this command started) stopped")

@@ -225,3 +225,46 @@ def test_lake_config_freshness_of_table_setting_wins_over_the_lake_default(
     config = load_config(path=_write(tmp_path, data))
     minutes = [config.lake.freshness_of(t) for t in config.tables]
     assert minutes == [15, 45]
+
+
+def test_glue_job_config_run_cap_defaults_follow_workers_and_timeout() -> None:
+    from cdclake.config import GlueJobConfig
+
+    small = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
+    wide = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
+    long = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=120)
+    # One worker is the driver: 4 G.2X executors have 8 times the vCPUs of 1 G.1X executor.
+    assert wide.bytes_per_run() == 8 * small.bytes_per_run()
+    assert long.files_per_run() == 2 * small.files_per_run()
+
+
+def test_load_config_run_cap_sizes_read_with_units(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"glue_job": {"max_bytes_per_run": "2GiB", "max_files_per_run": 500}}
+    glue_job = load_config(path=_write(tmp_path, data)).lake.glue_job
+    assert (glue_job.bytes_per_run(), glue_job.files_per_run()) == (2 * 1024**3, 500)
+
+
+def test_load_config_run_cap_not_a_size_names_the_field(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"glue_job": {"max_bytes_per_run": "lots"}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, data))
+    assert "lake.glue_job.max_bytes_per_run" in str(excinfo.value)
+
+
+def test_load_config_dispatch_budget_at_glue_quota_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"dispatch": {"max_concurrent_runs": 50}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, data))
+    assert "lake.dispatch.max_concurrent_runs" in str(excinfo.value)
+
+
+def test_load_config_dispatch_schedule_not_an_expression_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"dispatch": {"schedule": "every 5 minutes"}}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, data))
+    assert "lake.dispatch.schedule" in str(excinfo.value)
+    assert "cron(...) or rate(...)" in str(excinfo.value)

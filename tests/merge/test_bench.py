@@ -77,3 +77,13 @@ def test_merge_incremental_small_run_writes_consistent_results(
     assert (history["files_applied"], history["noop_committed"]) == (40, False)
     assert 0 < history["checkpoint_bytes"] < history["names_as_json_bytes"] * 10
     assert figures["machine"]["load_average"] and "history:" in printed
+
+
+def test_initial_load_small_run_writes_consistent_results(repo_root: Path, tmp_path: Path) -> None:
+    figures, printed = run_bench(repo_root / "bench" / "initial_load.py", tmp_path, "--rows=2000")
+    run = figures["run"]
+    assert run["rows"] == 2000 and run["input_bytes"] > 0
+    ratio = run["cdclake_merge_s"] / run["plain_spark_s"]  # the rounded times: within a few %
+    assert abs(run["cdclake_vs_plain_spark"] - ratio) < 0.05 * ratio
+    assert run["target_met"] is (run["cdclake_vs_plain_spark"] <= 2.0)
+    assert "target <= 2.0x" in printed

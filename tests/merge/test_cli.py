@@ -123,6 +123,27 @@ def test_cli_merge_killed_after_staging_and_during_hudi_write_recovers(
     assert export_rows(tmp_path / "wh", tmp_path / "out.jsonl") == expected_rows(generated)
 
 
+def test_cli_merge_max_files_leaves_the_rest_for_the_next_run(
+    generated: Path, tmp_path: Path
+) -> None:
+    files = sum(1 for _ in (generated / "topics").rglob("*.json"))
+    args = merge_args(generated / "topics", tmp_path / "wh", "--max-files", "3")
+    result = run_cli(*[*args, "--max-bytes", "1GiB"])
+    assert result.returncode == 0, result.stderr
+    counts = json.loads(result.stdout)
+    assert (counts["files_applied"], counts["files_pending"]) == (3, files - 3)
+
+
+def test_cli_merge_max_bytes_not_a_size_fails_with_one_line(
+    generated: Path, tmp_path: Path
+) -> None:
+    result = run_cli(*merge_args(generated / "topics", tmp_path / "wh", "--max-bytes", "lots"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --max-bytes expects a size such as 1000, 512MB or 2GiB, got 'lots'"
+    ]
+
+
 def test_cli_merge_missing_changes_folder_fails_with_one_line(tmp_path: Path) -> None:
     result = run_cli(*merge_args(tmp_path / "nope", tmp_path / "wh"))
     assert result.returncode == 2

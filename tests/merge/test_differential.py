@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,17 +43,8 @@ def test_merge_generated_events_in_batches_equals_expected_state(
         source, GeneratorOptions(events=1500, seed=seed, shape=shape, keys=120, flush_size=90)
     )
     fs = LocalFileSystem()
-    table = f"diff.orders_{shape}_{seed}"
-    sink = open_sink(
-        warehouse=str(tmp_path / "warehouse"),
-        table=table,
-        key=("id",),
-        fs=fs,
-        spark_factory=lambda: spark,
-        table_type=table_type,
-    )
-    options = MergeOptions(
-        table=table, key=("id",), changes=str(changes), column_types=meta["column_types"]
+    sink, options = _table(
+        spark, tmp_path, f"diff.orders_{shape}_{seed}", table_type, changes, meta["column_types"]
     )
     for batch in delivery_batches(source, 3):
         for path in batch:
@@ -61,7 +53,73 @@ def test_merge_generated_events_in_batches_equals_expected_state(
             shutil.copy(path, target)
         result = run_merge(lambda: spark, fs, sink, options)
         assert result.quarantined == 0
+    assert _rows(spark, sink) == expected_rows(source)
+
+
+def _table(
+    spark: Any,
+    tmp_path: Path,
+    table: str,
+    table_type: str,
+    changes: Path,
+    column_types: dict[str, str],
+    **options: Any,
+) -> tuple[Any, MergeOptions]:
+    """A table of generated events (key ``id``) and the options that merge into it."""
+    sink = open_sink(
+        warehouse=str(tmp_path / "warehouse"),
+        table=table,
+        key=("id",),
+        fs=LocalFileSystem(),
+        spark_factory=lambda: spark,
+        table_type=table_type,
+    )
+    merge = MergeOptions(
+        table=table, key=("id",), changes=str(changes), column_types=column_types, **options
+    )
+    return sink, merge
+
+
+def _rows(spark: Any, sink: Any) -> list[dict[str, Any]]:
     live = sink.read_live(spark, sink.load())
     assert live is not None
-    actual = visible([json.loads(r) for r in rows_as_json(live, ("id",))])
-    assert actual == expected_rows(source)
+    return visible([json.loads(r) for r in rows_as_json(live, ("id",))])
+
+
+def test_merge_backlog_of_three_caps_lands_in_three_runs_as_one_uncapped_run(
+    spark,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    # Truncate, redelivery and key changes in the generated history: the cut points fall
+    # between them in each partition.
+    source = tmp_path / "generated"
+    meta = generate_files(
+        source, GeneratorOptions(events=1200, seed=21, keys=80, flush_size=60, partitions=3)
+    )
+    fs = LocalFileSystem()
+    files = sum(1 for path in (source / "topics").rglob("*.json"))
+    cap = -(-files // 3)
+
+    def merged(table: str, max_files: int | None) -> tuple[list[dict[str, Any]], list[int]]:
+        sink, options = _table(
+            spark,
+            tmp_path,
+            table,
+            "COPY_ON_WRITE",
+            source / "topics",
+            meta["column_types"],
+            max_files=max_files,
+        )
+        pending = []
+        while True:
+            result = run_merge(lambda: spark, fs, sink, options)
+            if not result.committed:
+                break
+            pending.append(result.files_pending)
+        return _rows(spark, sink), pending
+
+    capped, capped_pending = merged("cap.orders_capped", cap)
+    whole, whole_pending = merged("cap.orders_whole", None)
+    assert capped_pending == [files - cap, files - 2 * cap, 0]
+    assert whole_pending == [0]
+    assert capped == whole == expected_rows(source)

@@ -14,6 +14,11 @@ import pytest
 from tests.merge.support import expected_rows, visible
 
 ENTRY = Path(__file__).resolve().parents[2] / "glue_jobs" / "merge_job.py"
+# The arguments a job definition must pass (an older one passes no others).
+MINIMAL_ARGV = (
+    *("merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path", "/w"),
+    *("--database", "d", "--record_key", "id", "--quarantine_path", "/q"),
+)
 
 
 def job_arguments(template: dict[str, Any], table: str) -> dict[str, Any]:
@@ -77,8 +82,7 @@ def test_glue_entry_template_tombstone_retention_reaches_run(synth) -> None:  # 
 
 def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     module = runpy.run_path(str(ENTRY))
-    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
-    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv = list(MINIMAL_ARGV)
     argv += ["--max_bad_fraction", "0", "--column_types", '{"amount": "decimal(10,2)"}']
     options = module["merge_options"](module["parse_arguments"](argv))
     assert options.column_types == {"amount": "decimal(10,2)"}
@@ -88,11 +92,41 @@ def test_glue_entry_older_job_without_retention_uses_library_default() -> None:
     from cdclake_merge.job import DEFAULT_TOMBSTONE_RETENTION_DAYS
 
     module = runpy.run_path(str(ENTRY))
-    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
-    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv = list(MINIMAL_ARGV)
     argv += ["--max_bad_fraction", "0"]
     options = module["merge_options"](module["parse_arguments"](argv))
     assert options.tombstone_retention_days == DEFAULT_TOMBSTONE_RETENTION_DAYS
+
+
+def test_glue_entry_template_run_cap_reaches_run(synth) -> None:  # type: ignore[no-untyped-def]
+    from cdclake.config import load_config
+
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    module = runpy.run_path(str(ENTRY))
+    options = module["merge_options"](module["parse_arguments"](local_argv(customers, Path("/b"))))
+    glue_job = load_config("dev").lake.glue_job
+    assert (options.max_files, options.max_bytes) == (
+        glue_job.files_per_run(),
+        glue_job.bytes_per_run(),
+    )
+
+
+def test_glue_entry_older_job_without_run_cap_applies_everything() -> None:
+    module = runpy.run_path(str(ENTRY))
+    argv = list(MINIMAL_ARGV)
+    argv += ["--max_bad_fraction", "0"]
+    options = module["merge_options"](module["parse_arguments"](argv))
+    assert (options.max_files, options.max_bytes) == (None, None)
+
+
+def test_glue_entry_run_cap_not_a_number_refused_before_a_session(capsys) -> None:  # type: ignore[no-untyped-def]
+    module = runpy.run_path(str(ENTRY))
+    argv = list(MINIMAL_ARGV)
+    argv += ["--max_bad_fraction", "0", "--max_files_per_run", "10k"]
+    assert module["main"](argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "cdclake merge failed: --max_files_per_run must be a positive whole number, not '10k'"
+    )
 
 
 def test_glue_entry_template_arguments_without_mode_merge(orders_job: dict[str, Any]) -> None:
@@ -103,8 +137,7 @@ def test_glue_entry_template_arguments_without_mode_merge(orders_job: dict[str, 
 
 def test_glue_entry_unknown_mode_refused_before_a_session(capsys) -> None:  # type: ignore[no-untyped-def]
     module = runpy.run_path(str(ENTRY))
-    argv = ["merge_job.py", "--table", "public.t", "--changes_path", "/c", "--warehouse_path"]
-    argv += ["/w", "--database", "d", "--record_key", "id", "--quarantine_path", "/q"]
+    argv = list(MINIMAL_ARGV)
     argv += ["--max_bad_fraction", "0", "--mode", "replay-all"]
     assert module["main"](argv) == 2
     assert capsys.readouterr().err.strip() == (

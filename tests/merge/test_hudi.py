@@ -16,12 +16,13 @@ from cdclake_merge.hudi import (
     MAX_NAMED_KEYS,
     PAYLOAD_CLASS,
     TOMBSTONED_AT,
+    CatalogSyncError,
     hudi_options,
     key_generator,
-    newest_checkpoint_name,
     stored_layout,
 )
 from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords
+from cdclake_merge.pending import newest_checkpoint_name
 from cdclake_merge.schema import SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Staged, TableState
 from tests.merge.support import Lake, decimal_b64, envelope, with_schema
@@ -617,3 +618,58 @@ def test_hudi_tombstone_retention_applies_per_row_when_sets_are_rewritten(cow: L
     cow.write("c.json", [envelope("t", lsn=16), c(3, 50), d(3, 60)], partition=2)
     cow.merge()
     assert sorted(_tombstone_times(cow)) == [2, 3]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_failed_catalog_sync_is_registered_by_the_next_run_without_changes(
+    cow: Lake,
+) -> None:
+    database = cow.table.split(".")[0]
+    # A table registered by hand under the same name, with a key the sync cannot convert.
+    cow.spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    cow.spark.sql(f"CREATE TABLE {cow.table} (id array<string>) STORED AS PARQUET")
+    cow.write("a.json", [c(1, 10)])
+    with pytest.raises(CatalogSyncError, match="version 1 is committed"):
+        cow.merge()
+    assert cow.sink.load().catalog_unsynced
+    cow.spark.sql(f"DROP TABLE {cow.table}")  # the operator's fix
+    result = cow.merge()
+    assert (result.committed, result.catalog_synced) == (False, True)
+    assert [r["id"] for r in cow.spark.table(cow.table).collect()] == [1]
+    assert not cow.sink.load().catalog_unsynced
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_run_without_changes_after_a_synced_commit_starts_no_spark(cow: Lake) -> None:
+    from cdclake_merge.job import run_merge
+
+    cow.write("a.json", [c(1, 10)])
+    cow.merge()
+
+    def no_spark() -> None:
+        raise AssertionError("a run with nothing to do started Spark")
+
+    result = run_merge(no_spark, cow.fs, cow.sink, cow.options)  # type: ignore[arg-type]
+    assert (result.committed, result.catalog_synced) == (False, False)
+
+
+def _operations(lake: Lake) -> list[str]:
+    """The write operation of each completed commit, oldest first."""
+    timeline = Path(lake.sink.timeline)  # type: ignore[attr-defined]
+    instants = sorted(p for p in timeline.iterdir() if p.name.endswith((".commit", ".deltacommit")))
+    return [json.loads(p.read_text())["operationType"] for p in instants]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_first_load_is_bulk_inserted_and_later_runs_upsert(lake: Lake) -> None:
+    lake.write("a.json", [c(1, 10), c(2, 11), c(3, 12), d(3, 13)])
+    lake.merge()
+    lake.write("b.json", [c(1, 20, name="again"), c(4, 21)])
+    lake.merge()
+    assert _operations(lake) == ["BULK_INSERT", "UPSERT"]
+    # The record index knows the bulk-inserted keys: key 1 is updated, not written twice.
+    rows = sorted((r["id"], r["name"]) for r in _hudi_rows(lake))
+    assert rows == [(1, "again"), (2, "n2"), (4, "n4")]

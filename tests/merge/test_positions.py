@@ -10,8 +10,10 @@ import pytest
 
 from cdclake_merge.positions import (
     RECENT_FILES,
+    ChangeFile,
     FolderPosition,
     advance,
+    cut,
     positions_as_json,
     positions_from_json,
     scan,
@@ -202,3 +204,46 @@ def test_advance_legacy_names_convert_to_the_newest_name_of_each_folder() -> Non
     positions = advance({}, [], [], legacy)
     assert positions[f"{TOPIC}/partition=0"].after == names[-1]
     assert positions[""].after == "top.json"
+
+
+def _files(folder: str, *sizes: int) -> list[ChangeFile]:
+    return [
+        ChangeFile(f"/c/{folder}/{i:04d}.json", folder, f"{i:04d}.json", size, str(size))
+        for i, size in enumerate(sizes)
+    ]
+
+
+def test_cut_file_cap_takes_a_prefix_of_each_folder_in_turn() -> None:
+    pending = _files("p0", 1, 1, 1) + _files("p1", 1, 1, 1)
+    share = cut(pending, max_files=3)
+    assert [f.relative for f in share.applied] == ["p0/0000.json", "p0/0001.json", "p1/0000.json"]
+    assert [f.relative for f in share.left] == ["p0/0002.json", "p1/0001.json", "p1/0002.json"]
+
+
+def test_cut_byte_cap_stops_before_the_file_that_would_pass_it() -> None:
+    pending = _files("p0", 40, 40, 40) + _files("p1", 30, 70)
+    share = cut(pending, max_bytes=100)
+    assert [f.relative for f in share.applied] == ["p0/0000.json", "p1/0000.json"]
+    assert len(share.left) == 3
+
+
+def test_cut_first_file_larger_than_the_byte_cap_is_still_applied() -> None:
+    share = cut(_files("p0", 500, 1), max_bytes=100)
+    assert [f.relative for f in share.applied] == ["p0/0000.json"]
+
+
+def test_cut_without_caps_applies_every_pending_file() -> None:
+    pending = _files("p0", 1, 1) + _files("p1", 1)
+    assert cut(pending) == cut(pending, None, None)
+    assert (len(cut(pending).applied), cut(pending).left) == (3, ())
+
+
+def test_advance_after_a_capped_run_the_next_scan_finds_exactly_the_rest(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    for offset in range(0, 70, 10):  # more files per folder than RECENT_FILES remembers
+        _write(tmp_path, 0, offset)
+        _write(tmp_path, 1, offset)
+    first = scan(fs, str(tmp_path), {})
+    share = cut(first.pending, max_files=9)
+    positions = advance({}, share.applied, first.parents)
+    assert scan(fs, str(tmp_path), positions).pending == share.left

@@ -30,6 +30,7 @@ Layout under ``<warehouse>/<database>.db/`` (Hive layout)::
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake_merge.pending import (
+    CATALOG_UNSYNCED,
+    CHECKPOINT_KEY,
+    COMMIT_METADATA_PREFIX,
+    SIDECAR,
+    TablePaths,
+    newest_checkpoint,
+    unsynced_version,
+)
 from cdclake_merge.positions import positions_as_json, positions_from_json
 from cdclake_merge.schema import Column
 from cdclake_merge.sink import Changes, Staged, TableState, register_sink
@@ -45,17 +55,14 @@ from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import DELETED, METADATA_COLUMNS, ORDER, empty_state
 
 FORMAT = "cdclake-hudi/2"  # 2: applied input as positions (1: every applied file name)
-COMMIT_METADATA_PREFIX = "_cdclake."
-CHECKPOINT_KEY = COMMIT_METADATA_PREFIX + "checkpoint"
 PAYLOAD_CLASS = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 IS_DELETED = "_hoodie_is_deleted"
-SIDECAR = "_cdclake"  # beside the tables of a database, never inside one
-# Compaction (MERGE_ON_READ) and clean instants carry no checkpoint: look this far back.
-_CHECKPOINT_SEARCH = 50
-_COMPLETED = (".commit", ".deltacommit")
 MAX_TOMBSTONE_SETS = 16  # more sets than this are rewritten as one
 TOMBSTONED_AT = "_cdc_tombstoned_at"  # in tombstone sets: when the run that wrote it staged
 MAX_NAMED_KEYS = 1_000  # a run's keys named in the state read (IN list) up to this many
+# A run's keys semi-joined to the state are broadcast up to this many, shuffled above: about
+# Spark's 10 MB broadcast threshold for a key of two 36-character strings.
+MAX_BROADCAST_KEYS = 100_000
 # Reads: prune file groups with the record index where a read names its keys.
 READ_OPTIONS = {
     "hoodie.enable.data.skipping": "true",
@@ -108,8 +115,10 @@ def hudi_options(
     table_type: str = "COPY_ON_WRITE",
     sync_catalog: bool = True,
     commit_metadata: Mapping[str, str] | None = None,
+    operation: str = "upsert",
 ) -> dict[str, str]:
-    """Writer options for one CDC upsert commit (Hudi 0.15 option names).
+    """Writer options for one CDC commit (Hudi 0.15 option names): an upsert, or the
+    ``bulk_insert`` of a table's first rows.
 
     ``commit_metadata`` keys must start with :data:`COMMIT_METADATA_PREFIX`; keep the
     values small: every option travels into each task's write config.
@@ -122,7 +131,7 @@ def hudi_options(
         "hoodie.table.name": table,
         "hoodie.datasource.write.table.name": table,
         "hoodie.datasource.write.table.type": table_type,
-        "hoodie.datasource.write.operation": "upsert",
+        "hoodie.datasource.write.operation": operation,
         "hoodie.datasource.write.recordkey.field": ",".join(record_key),
         "hoodie.datasource.write.partitionpath.field": partition_path_option(
             record_key, partition_fields
@@ -200,17 +209,6 @@ def stored_layout(previous: Sequence[str], columns: Sequence[Column]) -> list[st
     return [*previous, *(name for name, _ in columns if name not in known)]
 
 
-def newest_checkpoint_name(timeline: Mapping[str, str]) -> str | None:
-    """From ``{instant file name: its JSON}``, the checkpoint the newest commit names."""
-    for name in sorted(timeline, reverse=True):
-        if not name.endswith(_COMPLETED):
-            continue
-        extra = json.loads(timeline[name] or "{}").get("extraMetadata") or {}
-        if CHECKPOINT_KEY in extra:
-            return str(extra[CHECKPOINT_KEY])
-    return None
-
-
 class HudiTable:
     """A Hudi table plus the merge's checkpoints and tombstones beside its timeline."""
 
@@ -247,18 +245,7 @@ class HudiTable:
 
     def newest_checkpoint(self) -> dict[str, Any] | None:
         """The checkpoint the newest commit names, with ``exists`` (no Spark needed)."""
-        names = [n for n in self.fs.list_dir(self.timeline) if n.endswith(_COMPLETED)]
-        newest = sorted(names, reverse=True)[:_CHECKPOINT_SEARCH]
-        timeline = {n: self.fs.read_text(join(self.timeline, n)) for n in newest}
-        name = newest_checkpoint_name(timeline)
-        if name is not None:
-            return {**json.loads(self.fs.read_text(join(self.sidecar, name))), "exists": True}
-        if names:
-            raise ValueError(f"{self.root} is a Hudi table the merge did not write (no checkpoint)")
-        standalone = join(self.sidecar, "checkpoints", "standalone.json")
-        if self.fs.exists(standalone):  # runs before the first row: nothing but applied input
-            return {**json.loads(self.fs.read_text(standalone)), "exists": False}
-        return None
+        return newest_checkpoint(self.fs, TablePaths(self.root, self.timeline, self.sidecar))
 
     def load(self) -> TableState:
         """The state the newest commit names; ValueError if the table was made otherwise."""
@@ -266,7 +253,21 @@ class HudiTable:
         if checkpoint is None:
             return TableState()
         self._check_matches(checkpoint)
-        return self._state(checkpoint, exists=checkpoint.pop("exists"))
+        state = self._state(checkpoint, exists=checkpoint.pop("exists"))
+        if state.exists and self._unsynced_version() not in (None, state.version + 1):
+            return dataclasses.replace(state, catalog_unsynced=True)
+        return state
+
+    def _unsynced_marker(self) -> str:
+        return join(self.sidecar, CATALOG_UNSYNCED)
+
+    def _unsynced_version(self) -> int | None:
+        """The version whose catalog registration has not finished (None: all done).
+
+        A marker of the version after the newest commit belongs to a run killed before its
+        commit: that version does not exist, and the next run's commit writes it again.
+        """
+        return unsynced_version(self.fs, self.sidecar) if self.sync_catalog else None
 
     def _check_matches(self, checkpoint: Mapping[str, Any]) -> None:
         stored = (checkpoint.get("table_type"), tuple(checkpoint.get("partition_fields", ())))
@@ -325,6 +326,8 @@ class HudiTable:
         state: TableState,
         keys: DataFrame | None,
         columns: Sequence[str] | None,
+        *,
+        max_broadcast_keys: int = MAX_BROADCAST_KEYS,
     ) -> DataFrame | None:
         """:meth:`read_state` for the keys in ``keys`` only (all keys where None).
 
@@ -332,22 +335,26 @@ class HudiTable:
         that much state, not the table: only ``columns`` are read, and where the keys are
         few enough to name and the key is one column, they are named in the read
         (``key IN (…)``) so Hudi's record index prunes the file groups that hold none of
-        them (``hoodie.enable.data.skipping``). Otherwise the read is semi-joined.
+        them (``hoodie.enable.data.skipping``). Otherwise the read is semi-joined: with
+        the keys broadcast up to ``max_broadcast_keys`` of them, shuffled (a sort-merge
+        join) above, so that no driver holds a backlog's keys.
         """
         live = self.read_live(spark, state, columns)
         if live is None:
             return None
-        named = self._named_keys(keys)
+        few, named = self._sized_keys(keys, max_broadcast_keys)
+        if keys is not None:
+            keys = F.broadcast(keys) if few else keys.hint("merge")
         if named is not None:
             live = live.where(F.col(self.key[0]).isin(named))
         elif keys is not None:
-            live = live.join(F.broadcast(keys), list(self.key), "left_semi")
+            live = live.join(keys, list(self.key), "left_semi")
         live = live.withColumn(DELETED, F.lit(False))
         tombstones = self._read_tombstones(spark, state.tombstones)
         if tombstones is None:
             return live
         if keys is not None:
-            tombstones = tombstones.join(F.broadcast(keys), list(self.key), "left_semi")
+            tombstones = tombstones.join(keys, list(self.key), "left_semi")
         # A key deleted and inserted again has both; the newer one speaks for it.
         held = live.select(*self.key, F.col(ORDER).alias("_live"))
         newer = (
@@ -357,13 +364,19 @@ class HudiTable:
         )
         return live.unionByName(newer.withColumn(DELETED, F.lit(True)), allowMissingColumns=True)
 
-    def _named_keys(self, keys: DataFrame | None) -> list[Any] | None:
-        if keys is None or len(self.key) != 1:
-            return None
-        rows = keys.limit(MAX_NAMED_KEYS + 1).collect()
-        if len(rows) > MAX_NAMED_KEYS:
-            return None
-        return [row[0] for row in rows]
+    def _sized_keys(
+        self, keys: DataFrame | None, max_broadcast_keys: int
+    ) -> tuple[bool, list[Any] | None]:
+        """Whether ``keys`` are few enough to broadcast, and their values if few enough to name.
+
+        Counting stops past the larger limit, so this costs one pass over the run's keys.
+        """
+        if keys is None:
+            return False, None
+        count = keys.limit(max(max_broadcast_keys, MAX_NAMED_KEYS) + 1).count()
+        if len(self.key) != 1 or count > MAX_NAMED_KEYS:
+            return count <= max_broadcast_keys, None
+        return count <= max_broadcast_keys, [row[0] for row in keys.collect()]
 
     def _read_tombstones(self, spark: SparkSession, sets: Sequence[str]) -> DataFrame | None:
         if not sets:
@@ -480,6 +493,13 @@ class HudiTable:
         rows = changes.rows
         if rows is None:
             rows = empty_state(spark, changes.columns)
+        if changes.into_empty:
+            # Into an empty table (the first load, a snapshot of millions of rows) there is
+            # nothing to look up or merge with: Hudi's bulk insert writes the rows through
+            # its row writer, and the record index is built from the written files. A key
+            # already deleted is left out (its tombstone is in the checkpoint); each key
+            # comes once (the fold made it so).
+            rows = rows.where(~F.col(DELETED))
         layout = checkpoint["layout"]
         frame = rows.select(
             *[
@@ -487,20 +507,57 @@ class HudiTable:
                 for name in layout
             ]
         )
-        options = hudi_options(
+        options = self._options(
+            sync_catalog=self.sync_catalog,
+            commit_metadata={CHECKPOINT_KEY: staged.checkpoint_path},
+            operation="bulk_insert" if changes.into_empty else "upsert",
+        )
+        if self.sync_catalog:
+            self.fs.write_text(self._unsynced_marker(), json.dumps({"version": staged.version}))
+        try:
+            frame.write.format("hudi").options(**options).mode("append").save(self._uri(self.root))
+        except Exception as exc:  # py4j wraps the JVM's exception; name only its cause
+            raise _one_line(exc, self.table, staged.version) from None
+        if self.sync_catalog:
+            self.fs.delete(self._unsynced_marker())
+        return self._state(checkpoint, exists=True)
+
+    def _options(self, **write: Any) -> dict[str, str]:
+        """This table's Hudi options (:func:`hudi_options`), with ``write``'s settings."""
+        return hudi_options(
             database=self.database,
             table=self.name,
             record_key=self.key,
             partition_fields=self.partition_fields,
             table_type=self.table_type,
-            sync_catalog=self.sync_catalog,
-            commit_metadata={CHECKPOINT_KEY: staged.checkpoint_path},
+            **write,
         )
+
+    def register(self, spark: SparkSession, state: TableState) -> None:
+        """Register the newest commit in the catalog, as the commit's own sync would have.
+
+        For a commit whose sync failed (a catalog error, throttling, a run killed between
+        the two): the data is in the table, so the run that finds nothing new does this.
+        """
+        options = self._options(sync_catalog=True)
+        jvm = spark.sparkContext._jvm
+        properties = jvm.org.apache.hudi.common.config.TypedProperties()
+        for name, value in options.items():
+            properties.setProperty(name, value)
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        root = self._uri(self.root)
         try:
-            frame.write.format("hudi").options(**options).mode("append").save(self._uri(self.root))
-        except Exception as exc:  # py4j wraps the JVM's exception; name only its cause
-            raise _one_line(exc, self.table, staged.version) from None
-        return self._state(checkpoint, exists=True)
+            jvm.org.apache.hudi.sync.common.util.SyncUtilHelpers.runHoodieMetaSync(
+                "org.apache.hudi.hive.HiveSyncTool",
+                properties,
+                conf,
+                jvm.org.apache.hadoop.fs.Path(root).getFileSystem(conf),
+                root,
+                "PARQUET",
+            )
+        except Exception as exc:
+            raise _one_line(exc, self.table, state.version) from None
+        self.fs.delete(self._unsynced_marker())
 
 
 def _one_line(exc: Exception, table: str, version: int) -> Exception:

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
-from cdclake_merge.positions import ChangeFile, Scan, advance, scan
+from cdclake_merge.positions import ChangeFile, Scan, advance, cut, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, join
@@ -46,6 +46,8 @@ from cdclake_merge.transforms import (
 DEFAULT_MAX_BAD_FRACTION = 0.01
 HEAD_SAMPLE_FILES = 16  # change files whose start is read to find the run's schemas
 HEAD_SAMPLE_BYTES = 256 * 1024
+MAX_SUMMARY_ROWS = 10_000  # rows of the run's summary collected to the driver, at most
+MAX_EXAMPLE_CHARS = 500  # of the bad line an error names as an example
 # Deleted keys are remembered this long after the run that saw the delete. Topics keep
 # records 7 days, and Kafka deletes a segment only once its newest record is that old (a
 # segment rolls at the latest after 7 days), so no redelivery is older than 14 days.
@@ -69,6 +71,10 @@ class MergeOptions:
     exclude_columns: frozenset[str] = frozenset()
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
     tombstone_retention_days: float = DEFAULT_TOMBSTONE_RETENTION_DAYS
+    # A run applies at most this many change files / bytes of them, and leaves the rest
+    # to the next run (None: no cap). Keeps a backlog's run within the job's timeout.
+    max_files: int | None = None
+    max_bytes: int | None = None
 
     @property
     def spec(self) -> TableSpec:
@@ -80,6 +86,7 @@ class RunResult:
     table: str
     version: int
     files_applied: int = 0
+    files_pending: int = 0  # left for the next run by the per-run cap
     lines: int = 0
     events_read: int = 0
     applied: int = 0
@@ -93,6 +100,7 @@ class RunResult:
     skipped_reasons: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
     committed: bool = False
+    catalog_synced: bool = False  # a run without new files registered the last commit
     # Newest source commit time (ms) of any event applied so far, this run or before:
     # carried in the checkpoint so that a run without new changes still measures lag.
     newest_source_ts_ms: int | None = None
@@ -179,16 +187,25 @@ def run_merge(
     """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
     listed = scan_changes(fs, options.changes, previous)
-    new_files = [f.path for f in listed.pending]
+    # An old checkpoint's names are converted by the run that lists them: that run takes all.
+    share = (
+        cut(listed.pending)
+        if previous.legacy_applied is not None
+        else cut(listed.pending, options.max_files, options.max_bytes)
+    )
+    new_files = [f.path for f in share.applied]
     result = RunResult(
         table=options.table,
         version=previous.version,
         newest_source_ts_ms=previous.checkpoint.get("run", {}).get("newest_source_ts_ms"),
     )
     if not new_files:
+        if previous.catalog_unsynced:  # the last run committed, its catalog sync failed
+            sink.register(spark_factory(), previous)
+            result.catalog_synced = True
         return result
     spark = spark_factory()
-    result.files_applied = len(new_files)
+    result.files_applied, result.files_pending = len(new_files), len(share.left)
 
     progress("read")
     plans = plan_files(fs, new_files, options.spec)
@@ -218,13 +235,14 @@ def run_merge(
             key=options.key,
             truncated_before=truncated_before,
             positions=advance(
-                previous.positions, listed.pending, listed.parents, previous.legacy_applied
+                previous.positions, share.applied, listed.parents, previous.legacy_applied
             ),
             rows=rows,
             truncated=truncated_before != previous.truncated_before,
             quarantine=_quarantine(parsed) if result.quarantined else None,
             run={k: v for k, v in result.as_dict().items() if k not in ("version", "committed")},
             tombstones_before=tombstone_cutoff(options.tombstone_retention_days),
+            into_empty=not previous.exists,
         )
         staged = sink.stage(spark, previous, changes)
         committed = sink.commit(spark, staged)
@@ -270,9 +288,18 @@ def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFra
     return parsed
 
 
-def read_and_count(parsed: DataFrame, result: RunResult) -> list[Any]:
-    """Stage 1: one aggregation over the parsed lines; every line is counted once."""
-    summary = run_summary(parsed).collect()
+def read_and_count(
+    parsed: DataFrame, result: RunResult, max_rows: int = MAX_SUMMARY_ROWS
+) -> list[Any]:
+    """Stage 1: one aggregation over the parsed lines; every line is counted once.
+
+    What reaches the driver is bounded, whatever the lines: skips and bad lines are counted
+    by reason kind, and should the kinds themselves be too many (kinds that name a value,
+    an unknown op), they are counted as one, at the cost of a second aggregation.
+    """
+    summary = run_summary(parsed).limit(max_rows + 1).collect()
+    if len(summary) > max_rows:
+        summary = run_summary(parsed, by_reason=False).collect()
     _count(result, summary)
     return summary
 
@@ -287,10 +314,12 @@ def gate_bad_fraction(
     failed_at = join(sink.quarantine_root, f"failed-v{previous.version + 1:08d}")
     target = failed_at if "://" in failed_at else "file://" + failed_at
     _quarantine(parsed).coalesce(1).write.mode("overwrite").json(target)
+    example = _quarantine(parsed).select("source_file", "line", "reason").first()
+    where = f"; e.g. {example[0]} line {example[1]}: {example[2]}" if example else ""
     raise TooManyBadRecords(
         f"{result.quarantined} of {total} lines of {options.table} could not be applied "
         f"({result.quarantined / total:.2%} > max_bad_fraction {options.max_bad_fraction:.2%}); "
-        f"nothing committed; the bad lines are in {failed_at}"
+        f"nothing committed; the bad lines are in {failed_at}{where[:MAX_EXAMPLE_CHARS]}"
     )
 
 
@@ -393,5 +422,5 @@ def _count(result: RunResult, rows: list[Any]) -> None:
             result.skipped_reasons[reason] = result.skipped_reasons.get(reason, 0) + count
         else:
             result.quarantined += count
-            short = reason.split(":", 1)[0] if reason else "unknown"
+            short = reason or "unknown"
             result.quarantine_reasons[short] = result.quarantine_reasons.get(short, 0) + count

@@ -1,4 +1,5 @@
-"""Lake freshness as CloudWatch metrics: what one merge run of one table publishes.
+"""Lake freshness as CloudWatch metrics: what one merge run of one table publishes, and the
+lag the environment's dispatcher publishes for every lake table each turn.
 
 The contract other readers rely on (``cdclake status``, the dashboard, the alarms)::
 
@@ -6,22 +7,29 @@ The contract other readers rely on (``cdclake status``, the dashboard, the alarm
     dimensions  Environment = <environment name>, Table = <schema.table of the source>
     metrics     EventsApplied, Upserts, Deletes, Quarantined   (Count, per run)
                 RunDurationSeconds                              (Seconds, per run)
-                LagSeconds = now - the newest source commit time the table holds
+                LagSeconds                                      (Seconds, two publishers)
 
-``LagSeconds`` is published on every run, also one that found no new change file,
-so a table whose changes stop arriving shows its lag growing. A table that has
-never applied an event has no lag to publish; its alarm treats missing data as
-breaching, which is also what a job that never runs looks like.
+``LagSeconds`` comes from two places that agree:
 
-Publishing is done by the entry points (the Glue script, ``cdclake merge --env``)
-after the commit, never by the merge stages: a failure to publish is one logged
+* a merge run that applied events: now minus the newest source commit time the table holds
+  (the lag right after its commit). A run that applied nothing (a catalog registration, a
+  console rerun of a quiet table) publishes no lag: the newest source commit of a quiet table
+  is old although nothing waits, and with the alarm's ``Maximum`` that would page;
+* the dispatcher, every turn, for each table it could read (:func:`lag_data`): now minus its
+  watermark, the moment up to which every change file is applied: 0 when nothing waits, the
+  age of the oldest waiting change file otherwise. A table stuck behind waiting files grows
+  past its objective; a quiet, caught-up one does not. A table it could not read, or one that
+  never received a change file, gets no datapoint: its alarm treats missing data as breaching.
+
+Publishing is done by the entry points (the Glue script, ``cdclake merge --env``, the
+dispatcher) after their work, never by the merge stages: a failure to publish is one logged
 line and does not fail a merge that has committed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +53,7 @@ UNITS = {
     RUN_DURATION: "Seconds",
     LAG: "Seconds",
 }
+MAX_DATA_PER_CALL = 1000  # CloudWatch's limit of metrics in one PutMetricData request
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +94,27 @@ class TableRun:
         )
 
     def lag_seconds(self, now: datetime) -> float | None:
-        if self.newest_source_ts_ms is None:
+        """None where the run applied no event: the dispatcher's watermark speaks for it."""
+        if self.newest_source_ts_ms is None or self.events_applied == 0:
             return None
         return max(now.timestamp() - self.newest_source_ts_ms / 1000.0, 0.0)
 
 
 def dimensions(environment: str, table: str) -> list[dict[str, str]]:
     return [{"Name": ENVIRONMENT, "Value": environment}, {"Name": TABLE, "Value": table}]
+
+
+def datum(
+    name: str, value: float, *, environment: str, table: str, now: datetime
+) -> dict[str, Any]:
+    """One ``MetricData`` entry of ``table``, stamped ``now``."""
+    return {
+        "MetricName": name,
+        "Dimensions": dimensions(environment, table),
+        "Timestamp": now,
+        "Value": float(value),
+        "Unit": UNITS[name],
+    }
 
 
 def metric_data(run: TableRun, now: datetime) -> list[dict[str, Any]]:
@@ -105,15 +128,21 @@ def metric_data(run: TableRun, now: datetime) -> list[dict[str, Any]]:
         LAG: run.lag_seconds(now),
     }
     return [
-        {
-            "MetricName": name,
-            "Dimensions": dimensions(run.environment, run.table),
-            "Timestamp": now,
-            "Value": float(value),
-            "Unit": UNITS[name],
-        }
+        datum(name, value, environment=run.environment, table=run.table, now=now)
         for name, value in values.items()
         if value is not None
+    ]
+
+
+def lag_data(
+    environment: str, lags: Mapping[str, float | None], now: datetime
+) -> list[dict[str, Any]]:
+    """``LagSeconds`` of each table in ``lags`` (``{schema.table: seconds}``); a table whose
+    lag is None (not read, never received a change) gets no datum."""
+    return [
+        datum(LAG, max(lag, 0.0), environment=environment, table=table, now=now)
+        for table, lag in lags.items()
+        if lag is not None
     ]
 
 
@@ -124,14 +153,34 @@ def publish(run: TableRun, *, client: Any = None, now: datetime | None = None) -
     ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_CLOUDWATCH`` and the usual region settings.
     """
     moment = now or datetime.now(UTC)
+    return put(metric_data(run, moment), client=client, what=run.table)
+
+
+def publish_lags(
+    environment: str,
+    lags: Mapping[str, float | None],
+    *,
+    client: Any = None,
+    now: datetime | None = None,
+) -> bool:
+    """PutMetricData of :func:`lag_data`, as :func:`publish` puts a run's metrics."""
+    data = lag_data(environment, lags, now or datetime.now(UTC))
+    return put(data, client=client, what=f"the lag of {len(data)} tables")
+
+
+def put(data: Sequence[dict[str, Any]], *, client: Any, what: str) -> bool:
+    """PutMetricData of ``data`` in the lake namespace, at most :data:`MAX_DATA_PER_CALL` a
+    call; False (one log line naming ``what``) when CloudWatch did not take all of it."""
     try:
         if client is None:
             import boto3
 
             client = boto3.client("cloudwatch")
-        client.put_metric_data(Namespace=NAMESPACE, MetricData=metric_data(run, moment))
+        for start in range(0, len(data), MAX_DATA_PER_CALL):
+            chunk = list(data[start : start + MAX_DATA_PER_CALL])
+            client.put_metric_data(Namespace=NAMESPACE, MetricData=chunk)
     except Exception as exc:  # the merge has committed: a metric failure must not undo that
-        log.warning("cdclake metrics not published for %s: %s", run.table, _one_line(exc))
+        log.warning("cdclake metrics not published for %s: %s", what, _one_line(exc))
         return False
     return True
 

@@ -25,7 +25,7 @@ positions (see :func:`advance`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cdclake_merge.storage import FileEntry, FileSystem, is_input, join, list_folder
@@ -42,6 +42,7 @@ class ChangeFile:
     name: str
     size: int
     tag: str
+    modified: float = field(default=0.0, compare=False)  # epoch seconds: how long it waits
 
     @property
     def relative(self) -> str:
@@ -126,7 +127,9 @@ def scan(
         for entry in listing.files:
             if not is_input(entry.name):
                 continue
-            found = ChangeFile(entry.path, folder, entry.name, entry.size, entry.tag)
+            found = ChangeFile(
+                entry.path, folder, entry.name, entry.size, entry.tag, entry.modified
+            )
             if legacy_applied is not None:
                 if found.relative in legacy_applied:
                     continue
@@ -137,13 +140,58 @@ def scan(
     return Scan(tuple(pending), frozenset(parents))
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A run's share of the pending files: ``applied`` now, ``left`` for the next run."""
+
+    applied: tuple[ChangeFile, ...]
+    left: tuple[ChangeFile, ...]
+
+
+def cut(
+    pending: Sequence[ChangeFile], max_files: int | None = None, max_bytes: int | None = None
+) -> Cut:
+    """A prefix of each folder's pending files, within ``max_files`` and ``max_bytes``.
+
+    One Kafka partition's records are in one folder, in offset order, and every record of a
+    key is in its key's partition; so a prefix of each folder keeps every key's changes in
+    order, and the next run (starting from the advanced positions) applies the rest. The
+    folders are taken from in turn, one file at a time, so that no partition starves. The
+    first file is taken whatever its size: every run makes progress.
+    """
+    if max_files is None and max_bytes is None:
+        return Cut(tuple(pending), ())
+    queues: dict[str, list[ChangeFile]] = {}
+    for f in sorted(pending, key=lambda f: (f.folder, f.name)):
+        queues.setdefault(f.folder, []).append(f)
+    taken: list[ChangeFile] = []
+    size = 0
+    full = False
+    while not full and any(queues.values()):
+        for queue in queues.values():
+            if not queue:
+                continue
+            candidate = queue[0]
+            over_files = max_files is not None and len(taken) >= max_files
+            over_bytes = max_bytes is not None and size + candidate.size > max_bytes
+            if taken and (over_files or over_bytes):
+                full = True
+                break
+            taken.append(queue.pop(0))
+            size += candidate.size
+    chosen = set(taken)
+    ordered = tuple(f for f in pending if f in chosen)
+    return Cut(ordered, tuple(f for f in pending if f not in chosen))
+
+
 def advance(
     positions: Positions,
     applied: Sequence[ChangeFile],
     parents: Iterable[str],
     legacy_applied: frozenset[str] | None = None,
 ) -> dict[str, FolderPosition]:
-    """The positions after a run that applied ``applied`` (every pending file of its scan).
+    """The positions after a run that applied ``applied`` (a prefix of each folder's pending
+    files, see :func:`cut`).
 
     A run converting an old checkpoint applied every file its whole listing did not find
     in ``legacy_applied``; the old names of a folder move its ``after`` to the newest of

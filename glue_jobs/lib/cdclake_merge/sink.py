@@ -42,7 +42,9 @@ class TableState:
     until the next commit converts them. ``version`` counts this table's commits and
     never goes down (it is stored in the checkpoint, not derived from a timeline that
     archives). ``layout`` is the order of the table's stored columns; columns added
-    later go at its end.
+    later go at its end. ``catalog_unsynced``: the newest commit is in the table but its
+    catalog registration failed or was cut short; the next run registers it, even when it
+    finds nothing new.
     """
 
     version: int = 0
@@ -55,6 +57,7 @@ class TableState:
     tombstone_written: Mapping[str, str] = field(default_factory=dict)  # set → ISO time
     exists: bool = False
     checkpoint: dict[str, Any] = field(default_factory=dict)
+    catalog_unsynced: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class Changes:
     quarantine: DataFrame | None
     run: dict[str, Any]
     tombstones_before: str | None = None  # ISO time: tombstones written earlier are dropped
+    # The table holds no row yet (its first commit with rows): nothing to look up or merge
+    # with, so the sink may write the rows as they are (Hudi: bulk insert).
+    into_empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class Sink(Protocol):
     ) -> DataFrame | None: ...
     def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
+    def register(self, spark: SparkSession, state: TableState) -> None: ...
     def newest_checkpoint(self) -> dict[str, Any] | None: ...
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -26,6 +26,8 @@ class FileEntry:
     name: str
     size: int
     tag: str
+    # Seconds since the epoch when written (S3 LastModified, mtime): how long a file waits.
+    modified: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class LocalFileSystem:
             elif after is None or entry.name > after:
                 stat = entry.stat()
                 tag = f"{stat.st_size}:{stat.st_mtime_ns}"
-                files.append(FileEntry(entry.path, entry.name, stat.st_size, tag))
+                files.append(FileEntry(entry.path, entry.name, stat.st_size, tag, stat.st_mtime))
         return Listing(tuple(sorted(files, key=lambda f: f.name)), tuple(sorted(folders)))
 
     def read_text(self, path: str) -> str:
@@ -167,7 +169,7 @@ class HadoopFileSystem:
             elif after is None or name > after:
                 size, mtime = int(status.getLen()), int(status.getModificationTime())
                 path = str(status.getPath().toString())
-                files.append(FileEntry(path, name, size, f"{size}:{mtime}"))
+                files.append(FileEntry(path, name, size, f"{size}:{mtime}", mtime / 1000))
         return Listing(tuple(sorted(files, key=lambda f: f.name)), tuple(sorted(folders)))
 
     def read_text(self, path: str) -> str:
@@ -231,13 +233,7 @@ def list_s3_folder(folder: str, after: str | None = None, client: Any = None) ->
     are reported only where their names sort after ``after``.
     """
     if client is None:
-        import boto3
-        from botocore.config import Config
-
-        # A local endpoint (moto, MinIO) serves buckets by path, as S3A is set to use there.
-        local = bool(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
-        style = Config(s3={"addressing_style": "path"}) if local else None
-        client = boto3.client("s3", config=style)
+        client = s3_client()
     parsed = urlparse(folder)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/")
     prefix = f"{prefix}/" if prefix else ""
@@ -255,8 +251,96 @@ def list_s3_folder(folder: str, after: str | None = None, client: Any = None) ->
             if not name or name.endswith("/"):  # a folder marker object
                 continue
             size = int(item["Size"])
-            files.append(FileEntry(scheme + item["Key"], name, size, item["ETag"].strip('"')))
+            tag, modified = item["ETag"].strip('"'), item["LastModified"].timestamp()
+            files.append(FileEntry(scheme + item["Key"], name, size, tag, modified))
     return Listing(tuple(files), tuple(sorted(folders)))
+
+
+def s3_client() -> Any:
+    """boto3's S3 client; path-style against a local endpoint (moto), as the merge's S3A is."""
+    import boto3
+    from botocore.config import Config
+
+    local = bool(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    return boto3.client("s3", config=Config(s3={"addressing_style": "path"}) if local else None)
+
+
+def _split(uri: str) -> tuple[str, str]:
+    parsed = urlparse(uri)
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+class S3FileSystem:
+    """A FileSystem over boto3, for reading (and small writes) without Spark: the operator
+    commands and the dispatcher read checkpoints and timelines with it."""
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = s3_client()
+        return self._client
+
+    def _objects(self, uri: str, *, delimiter: bool) -> Iterator[dict[str, Any]]:
+        bucket, prefix = _split(uri)
+        prefix = prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
+        arguments: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if delimiter:
+            arguments["Delimiter"] = "/"
+        for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
+            for common in page.get("CommonPrefixes", ()):
+                yield {"Key": common["Prefix"], "folder": True}
+            yield from page.get("Contents", ())
+
+    def list_files(self, root: str) -> Iterator[str]:
+        bucket, _ = _split(root)
+        scheme = urlparse(root).scheme
+        for item in self._objects(root, delimiter=False):
+            if not item["Key"].endswith("/"):
+                yield f"{scheme}://{bucket}/{item['Key']}"
+
+    def list_folder(self, folder: str, after: str | None = None) -> Listing:
+        return list_s3_folder(folder, after, client=self.client)
+
+    def list_dir(self, path: str) -> list[str]:
+        names = set()
+        for item in self._objects(path, delimiter=True):
+            name = item["Key"].rstrip("/").rsplit("/", 1)[-1]
+            if name:
+                names.add(name)
+        return sorted(names)
+
+    def read_text(self, path: str) -> str:
+        bucket, key = _split(path)
+        return str(self.client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+
+    def read_prefix(self, path: str, limit: int) -> bytes:
+        bucket, key = _split(path)
+        body = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
+        return bytes(body["Body"].read())
+
+    def write_text(self, path: str, text: str) -> None:
+        bucket, key = _split(path)
+        self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+    def create_exclusive(self, path: str, text: str) -> None:
+        if self.exists(path):
+            raise FileExistsError(path)
+        self.write_text(path, text)
+
+    def exists(self, path: str) -> bool:
+        bucket, key = _split(path)
+        listed = self.client.list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/"), MaxKeys=1)
+        return bool(listed.get("KeyCount"))
+
+    def delete(self, path: str) -> None:
+        bucket, key = _split(path)
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def mkdirs(self, path: str) -> None:
+        """S3 has no folders."""
 
 
 def list_folder(fs: FileSystem, folder: str, after: str | None = None) -> Listing:

@@ -34,6 +34,8 @@ PARSED_DDL = (
 )
 _PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
 _OUTPUT_BATCH_ROWS = 10_000  # parsed rows per Arrow batch back to the JVM
+# The kind of reasons counted together when there are too many kinds to list.
+MANY_REASONS = "reasons of too many kinds to list"
 
 
 def order_key(commit_lsn: int, lsn: int) -> str:
@@ -321,19 +323,34 @@ def empty_state(spark: Any, columns: Sequence[ColumnDef]) -> DataFrame:
     return spark.createDataFrame([], f"{ddl}, {meta}").limit(0)
 
 
-def run_summary(parsed: DataFrame) -> DataFrame:
+def reason_kind(reason: Column) -> Column:
+    """A reason without its particulars: the part before the first ``:``.
+
+    ``column 'amount': expected a number, got 'x'`` is of kind ``column 'amount'``: one a
+    column, not one a value, so that counting reasons stays small whatever the data holds.
+    """
+    return F.substring_index(reason, ":", 1)
+
+
+def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     """What the driver needs before folding, in one small aggregation (one Spark action).
 
-    One row per outcome: events by op, skips and quarantined lines by reason, with
-    ``count``; the ``t`` row's ``order`` is the newest truncate of the run; event rows'
+    One row per outcome: events by op, skips and quarantined lines by reason kind
+    (:func:`reason_kind`; the quarantine keeps each line's full reason), with ``count``;
+    ``by_reason=False`` counts skips and bad lines under :data:`MANY_REASONS` instead.
+    The ``t`` row's ``order`` is the newest truncate of the run; event rows'
     ``source_ts_ms`` is their newest source commit time (lake freshness); the
     ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns. Events
     the JVM decoded are counted per ``head`` (their plan knows their columns), with the
     TOAST columns they carried in ``toast``.
     """
     is_schema = F.col("kind") == "schema"
+    reason = reason_kind(F.col("reason")) if by_reason else F.lit(MANY_REASONS)
     return parsed.groupBy(
-        "kind", F.when(F.col("kind") == "event", F.col("op")).alias("op"), "reason", "head"
+        "kind",
+        F.when(F.col("kind") == "event", F.col("op")).alias("op"),
+        F.when(F.col("kind").isin("skip", "bad"), reason).alias("reason"),
+        "head",
     ).agg(
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
