@@ -9,12 +9,9 @@ Nothing here starts a JVM: S3 is read with boto3, local folders directly.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from cdclake.config import EnvironmentConfig, TableConfig
 
@@ -109,99 +106,11 @@ def aws_place(config: EnvironmentConfig, source_table: str, glue: Any) -> LakePl
 # --- storage without a JVM ------------------------------------------------------------------
 
 
-def s3_client() -> Any:
-    """boto3's S3 client; path-style against a local endpoint (moto), as the merge's S3A is."""
-    import boto3
-    from botocore.config import Config
-
-    local = bool(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
-    return boto3.client("s3", config=Config(s3={"addressing_style": "path"}) if local else None)
-
-
-def _split(uri: str) -> tuple[str, str]:
-    parsed = urlparse(uri)
-    return parsed.netloc, parsed.path.lstrip("/")
-
-
-class S3FileSystem:
-    """The merge library's FileSystem over boto3, for reading (and small writes) without Spark."""
-
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = s3_client()
-        return self._client
-
-    def _objects(self, uri: str, *, delimiter: bool) -> Iterator[dict[str, Any]]:
-        bucket, prefix = _split(uri)
-        prefix = prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
-        arguments: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-        if delimiter:
-            arguments["Delimiter"] = "/"
-        for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
-            for common in page.get("CommonPrefixes", ()):
-                yield {"Key": common["Prefix"], "folder": True}
-            yield from page.get("Contents", ())
-
-    def list_files(self, root: str) -> Iterator[str]:
-        bucket, _ = _split(root)
-        scheme = urlparse(root).scheme
-        for item in self._objects(root, delimiter=False):
-            if not item["Key"].endswith("/"):
-                yield f"{scheme}://{bucket}/{item['Key']}"
-
-    def list_folder(self, folder: str, after: str | None = None) -> Any:
-        from cdclake_merge.storage import list_s3_folder
-
-        return list_s3_folder(folder, after, client=self.client)
-
-    def list_dir(self, path: str) -> list[str]:
-        names = set()
-        for item in self._objects(path, delimiter=True):
-            name = item["Key"].rstrip("/").rsplit("/", 1)[-1]
-            if name:
-                names.add(name)
-        return sorted(names)
-
-    def read_text(self, path: str) -> str:
-        bucket, key = _split(path)
-        return str(self.client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
-
-    def read_prefix(self, path: str, limit: int) -> bytes:
-        bucket, key = _split(path)
-        body = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
-        return bytes(body["Body"].read())
-
-    def write_text(self, path: str, text: str) -> None:
-        bucket, key = _split(path)
-        self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())
-
-    def create_exclusive(self, path: str, text: str) -> None:
-        if self.exists(path):
-            raise FileExistsError(path)
-        self.write_text(path, text)
-
-    def exists(self, path: str) -> bool:
-        bucket, key = _split(path)
-        listed = self.client.list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/"), MaxKeys=1)
-        return bool(listed.get("KeyCount"))
-
-    def delete(self, path: str) -> None:
-        bucket, key = _split(path)
-        self.client.delete_object(Bucket=bucket, Key=key)
-
-    def mkdirs(self, path: str) -> None:
-        """S3 has no folders."""
-
-
 class AnyFileSystem:
     """S3 URIs through boto3, everything else on the local disk."""
 
     def __init__(self) -> None:
-        from cdclake_merge.storage import LocalFileSystem
+        from cdclake_merge.storage import LocalFileSystem, S3FileSystem
 
         self.s3 = S3FileSystem()
         self.disk = LocalFileSystem()

@@ -150,10 +150,10 @@ def table_status(
 
 
 def pending_count(fs: Any, changes: str, state: Any) -> int:
-    """How many change files the table's next run would read: the merge's own listing."""
-    from cdclake_merge.job import pending_files
+    """How many change files wait for the table: the merge's own listing (as the dispatcher's)."""
+    from cdclake_merge.pending import pending_files
 
-    return len(pending_files(fs, changes, state))
+    return len(pending_files(fs, changes, state.positions, state.legacy_applied))
 
 
 def local_last_run(fs: Any, place: LakePlace, state: Any) -> dict[str, Any] | None:
@@ -301,14 +301,9 @@ def status(
     ] = None,
 ) -> None:
     """Per lake table: last commit, lag, pending change files, quarantined lines, last run."""
-    from cdclake.config import ConfigError, load_config
+    from cdclake.config import load_config
 
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        config = load_config(env, config_dir=config_dir)
-    except ConfigError as exc:
-        err.print(f"[red]error:[/red] {str(exc).splitlines()[0]}", highlight=False)
-        raise typer.Exit(2) from None
+    config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
     if config.env == "local":
         from cdclake.local.lake import running_status
 

@@ -8,13 +8,16 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig
+from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from connectors.configs import TOPICS_DIR, topic_name
 from stacks.components.lake_storage import LakeStorage
+from stacks.components.merge_dispatcher import MergeDispatcher
 from stacks.components.merge_jobs import MergeJobs
-from stacks.components.nag import acknowledge
+from stacks.components.nag import acknowledge, acknowledge_wildcards
 from stacks.components.query import Query
 
 
@@ -24,7 +27,8 @@ class LakeStack(cdk.Stack):
     The S3 sink connector (CaptureStack) writes ``topics/<prefix>.<schema>.<table>/...`` into
     ``change_bucket``; a Glue job per lake table merges those files into a Hudi table under
     ``s3://<lake_bucket>/warehouse/`` registered in ``glue_database``; Athena queries it.
-    The jobs need no VPC: they only talk to S3, Glue and CloudWatch.
+    The jobs need no VPC: they only talk to S3, Glue and CloudWatch. No schedule starts a job:
+    the dispatcher starts those whose change files wait, within the environment's budget.
     """
 
     def __init__(
@@ -84,6 +88,15 @@ class LakeStack(cdk.Stack):
             job.add_dependency(database)
         self._grant_merge_jobs(self.merge_jobs.role)
 
+        self.dispatcher = MergeDispatcher(
+            self,
+            "Dispatcher",
+            config=config.lake.dispatch,
+            job_names=[t.merge_job_name(config.prefix) for t in config.lake_tables],
+            environment=config.env,
+        )
+        self._grant_dispatcher(self.dispatcher.function)
+
         self.query = Query(
             self,
             "Query",
@@ -135,6 +148,14 @@ class LakeStack(cdk.Stack):
                     storage.assets_bucket.arn_for_objects("tmp/*"),
                     storage.assets_bucket.arn_for_objects("spark-logs/*"),
                 ],
+            ),
+            # Creating a folder, S3A probes each parent up to one that exists: a HEAD on the
+            # key `warehouse` itself, which `warehouse/*` does not match; without it S3 answers
+            # 403 and the write fails (found by tests/iam/test_merge_job_least_privilege.py).
+            iam.PolicyStatement(
+                sid="ProbeWarehouse",
+                actions=["s3:GetObject"],
+                resources=[self.lake_bucket.arn_for_objects("warehouse")],
             ),
             # Rejected records, through Spark's JSON writer: it probes the folder (HEAD on
             # the folder's own key, then a listing), writes under _temporary/ and renames
@@ -220,6 +241,62 @@ class LakeStack(cdk.Stack):
                     }
                 },
             )
+        )
+
+    def _grant_dispatcher(self, function: lambda_.Function) -> None:
+        """What the dispatcher reads (listings, Hudi timelines, the merge's checkpoints), the
+        jobs it starts and the lag it publishes: nothing in S3 it could write to."""
+        warehouse = f"warehouse/{self.glue_database}.db"
+        statements = [
+            iam.PolicyStatement(
+                sid="ListChangeFiles",
+                actions=["s3:ListBucket"],
+                resources=[self.change_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{TOPICS_DIR}/{self.config.prefix}.*"]}},
+            ),
+            iam.PolicyStatement(
+                sid="ListLakeTables",
+                actions=["s3:ListBucket"],
+                resources=[self.lake_bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{warehouse}/*"]}},
+            ),
+            iam.PolicyStatement(
+                sid="ReadCheckpoints",
+                actions=["s3:GetObject"],
+                resources=[
+                    self.lake_bucket.arn_for_objects(f"{warehouse}/*/.hoodie/*"),
+                    self.lake_bucket.arn_for_objects(f"{warehouse}/_cdclake/*"),
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="StartMergeJobs",
+                actions=["glue:GetJob", "glue:GetJobRuns", "glue:StartJobRun"],
+                resources=[
+                    self.format_arn(service="glue", resource="job", resource_name=str(job.name))
+                    for job in self.merge_jobs.jobs.values()
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="PublishLag",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],  # PutMetricData has no resource; the namespace is the limit
+                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+            ),
+        ]
+        for statement in statements:
+            function.add_to_role_policy(statement)
+        self.encryption_key.grant_decrypt(function)
+        assert function.role is not None  # the function creates its own role
+        acknowledge_wildcards(
+            function.role,
+            {
+                r"/warehouse/[^/]+\.db/\*/\.hoodie/\*$": "Hudi's timeline of each lake table "
+                "in this database (the commits naming the merge's checkpoints)",
+                r"/warehouse/[^/]+\.db/_cdclake/\*$": "the merge's checkpoints, one folder per "
+                "lake table in this database",
+                r"^Resource::\*$": "cloudwatch:PutMetricData has no resource; limited to the "
+                "CdcLake namespace",
+            },
         )
 
     def _acknowledge_job_role(self, role: iam.IRole) -> None:

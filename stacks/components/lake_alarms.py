@@ -1,10 +1,12 @@
 """Lake freshness alarms: per lake table, lag beyond its objective and quarantined lines.
 
-Both watch the metrics every merge run publishes (``cdclake_merge.metrics``). A run publishes
-``LagSeconds`` even when it found nothing new, so the lag alarm's period is the table's
-freshness objective: a period without any datapoint means no run reported in that time (the
-job is stopped, failing or never scheduled) and counts as breaching, like a lag over the
-objective. Quarantined lines are events: any in five minutes alarms, silence is fine.
+Both watch the lake metrics (``cdclake_merge.metrics``). ``LagSeconds`` comes from the
+environment's dispatcher every turn, for every table it could read (0 when nothing waits, the
+age of the oldest waiting change file otherwise), and from each merge run that applied events.
+The lag alarm's period is the table's freshness objective: a period without any datapoint
+means nothing could read the table in that time (the dispatcher is stopped or failing, the
+table unreadable, its capture never delivered a change) and counts as breaching, like a lag
+over the objective. Quarantined lines are events: any in five minutes alarms, silence is fine.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ class LakeAlarms(Construct):
                 self,
                 f"Lag{construct_name}",
                 alarm_description=(
-                    f"{table.name}: the lake lags its source by more than {minutes} min, or no "
-                    f"merge run reported in {minutes} min. See docs/operations.md"
+                    f"{table.name}: the lake lags its source by more than {minutes} min, or no lag "
+                    f"was reported in {minutes} min. See docs/operations.md"
                     "#metrics-alarms-and-the-dashboard"
                 ),
                 metric=lake_metric(

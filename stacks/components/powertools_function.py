@@ -3,7 +3,7 @@ the runtime that layer is built for, an asset of one lambdas/ folder, and their 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from stacks.components.nag import acknowledge
+from stacks.components.python_bundling import code_with_libraries
 
 LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -31,8 +32,11 @@ def powertools_function(
     timeout: cdk.Duration,
     environment: Mapping[str, str],
     memory_size: int | None = None,
+    libraries: Sequence[Path] = (),
 ) -> lambda_.Function:
-    """``lambdas/<package>/handler.handler`` as ``scope``'s ``Function``."""
+    """``lambdas/<package>/handler.handler`` as ``scope``'s ``Function``; ``libraries``:
+    package folders of this repo shipped beside the handler (importable by their names)."""
+    package_dir = LAMBDAS_DIR / package
     function = lambda_.Function(
         scope,
         "Function",
@@ -40,7 +44,11 @@ def powertools_function(
         runtime=RUNTIME,
         architecture=lambda_.Architecture.ARM_64,
         handler="handler.handler",
-        code=lambda_.Code.from_asset(str(LAMBDAS_DIR / package), exclude=["__pycache__", "*.pyc"]),
+        code=(
+            code_with_libraries(package_dir, libraries, runtime=RUNTIME)
+            if libraries
+            else lambda_.Code.from_asset(str(package_dir), exclude=["__pycache__", "*.pyc"])
+        ),
         layers=[
             lambda_.LayerVersion.from_layer_version_arn(
                 scope, "Powertools", POWERTOOLS_LAYER.format(region=cdk.Stack.of(scope).region)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -113,5 +114,41 @@ def python_code(package: str, *, runtime: lambda_.Runtime) -> lambda_.Code:
         bundling=cdk.BundlingOptions(
             image=runtime.bundling_image,
             local=PipLocalBundling(package_dir=package_dir, runtime=runtime),
+        ),
+    )
+
+
+@jsii.implements(cdk.ILocalBundling)
+class CopyLocalBundling:
+    """Copy folders of this repo into the asset, each to its own place in it (nothing to pip)."""
+
+    def __init__(self, *, folders: Mapping[str, Path]) -> None:
+        self.folders = dict(folders)  # place in the asset ('' = its root) → source folder
+
+    def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: object) -> bool:
+        for place, source in self.folders.items():
+            shutil.copytree(
+                source,
+                Path(output_dir) / place,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                dirs_exist_ok=True,
+            )
+        return True
+
+
+def code_with_libraries(
+    package_dir: Path, libraries: Sequence[Path], *, runtime: lambda_.Runtime
+) -> lambda_.Code:
+    """Lambda code: ``package_dir``'s files at the asset root and each library package beside
+    them, e.g. the Glue job's ``cdclake_merge`` as the job ships it (``--extra-py-files``).
+
+    The asset hash is the bundled output's, so a change to a library is a new asset too.
+    """
+    folders = {"": package_dir, **{library.name: library for library in libraries}}
+    return lambda_.Code.from_asset(
+        str(package_dir),
+        asset_hash_type=cdk.AssetHashType.OUTPUT,
+        bundling=cdk.BundlingOptions(
+            image=runtime.bundling_image, local=CopyLocalBundling(folders=folders)
         ),
     )

@@ -70,6 +70,12 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
             ("snapshot", "--env", "nope", "--table", "public.orders"), 2, "no environment config"
         ),
     },
+    "dispatch": {
+        "no_credentials": Case(("dispatch", "--env", "dev", "--dry-run"), 1, CREDENTIALS),
+        "stack_stopped": Case(("dispatch", "--env", "local", "--dry-run"), 1, STACK),
+        "unknown_table": NO_TABLE,
+        "unknown_env": Case(("dispatch", "--env", "nope"), 2, "no environment config"),
+    },
     "merge": {
         "no_credentials": Case(
             ("merge", "--env", "dev", "--table", "public.orders"), 2, "glue start-job-run"

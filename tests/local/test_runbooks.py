@@ -37,7 +37,7 @@ TOPIC = "cdclake-local.public.customers"
 BEFORE, LOST_UPDATE, LOST_INSERT, AFTER = (1000, 1001, 1002), 1000, 1003, 1004
 GOOD = range(2000, 2300)
 HUGE_BALANCE, HUGE_FEE = 2300, 2301
-SENTINEL, PENDING = 1999, 2400
+SENTINEL, PENDING, DISPATCHED = 1999, 2400, 2401
 
 
 @pytest.fixture(scope="module")
@@ -302,6 +302,33 @@ def test_status_local_shows_commit_lag_pending_quarantine_and_connectors(
     assert all(not t["errors"] for t in screen["tables"]), screen
     table = run_cdclake(stack, "status", "--env", "local")
     assert table.returncode == 0 and "public.customers" in table.stdout
+
+
+# --- cdclake dispatch: the dispatcher's decision, and its merges run here -------------------
+
+
+def _customers(decided: dict[str, Any]) -> dict[str, Any]:
+    return next(t for t in decided["tables"] if t["table"] == "public.customers")
+
+
+def test_dispatch_local_merges_what_waits_then_starts_nothing(
+    stack: LocalStack, replayed: dict[str, Any], fixed_config: Path
+) -> None:
+    # The config the table is merged with since the replay (balance read as a string).
+    dispatch = ("dispatch", "--env", "local", "--config-dir", str(fixed_config.parent))
+    with stack.connect() as conn:
+        conn.run("INSERT INTO public.customers VALUES (:i, 'dispatched', 'x')", i=DISPATCHED)
+    wait_for_events(stack, TOPIC, lambda seen: DISPATCHED in row_ids(seen))
+    waiting = _customers(_cdclake_json(stack, *dispatch, "--dry-run"))
+    assert waiting["start"] is True and waiting["files_pending"], waiting
+    ran = _customers(_cdclake_json(stack, *dispatch, timeout=600))
+    assert ran["run"]["committed"] and ran["run"]["files_applied"] >= 1, ran
+    after = _customers(_cdclake_json(stack, *dispatch, "--dry-run"))
+    assert (after["start"], after["reason"], after["files_pending"]) == (
+        False,
+        "no change files wait",
+        [],
+    )
 
 
 # --- cdclake snapshot as on AWS: through a DSN (last: it snapshots customers once more) -----

@@ -67,6 +67,27 @@ def test_table_run_lag_seconds_nothing_applied_yet_is_none() -> None:
     assert run(newest_source_ts_ms=None).lag_seconds(NOW) is None
 
 
+def test_table_run_lag_seconds_run_without_events_is_none() -> None:
+    assert run(events_applied=0).lag_seconds(NOW) is None
+
+
+def test_lag_data_one_lag_datum_per_read_table_none_left_out() -> None:
+    data = metrics.lag_data("prod", {TABLE: 42.0, "public.items": None, "public.x": -1}, NOW)
+    assert data == [
+        {
+            "MetricName": "LagSeconds",
+            "Dimensions": [
+                {"Name": "Environment", "Value": "prod"},
+                {"Name": "Table", "Value": table},
+            ],
+            "Timestamp": NOW,
+            "Value": value,
+            "Unit": "Seconds",
+        }
+        for table, value in [(TABLE, 42.0), ("public.x", 0.0)]
+    ]
+
+
 def test_metric_data_one_datum_per_metric_with_unit_dimensions_and_time() -> None:
     data = metrics.metric_data(run(), NOW)
     dimensions = [{"Name": "Environment", "Value": "dev"}, {"Name": "Table", "Value": TABLE}]

@@ -1,0 +1,178 @@
+"""``cdclake dispatch --env ENV``: the dispatcher's decision from a terminal.
+
+Per lake table: whether its merge starts now, why, and the change files that wait — the same
+decision the environment's dispatcher Lambda makes on its schedule
+(:mod:`cdclake_merge.dispatch`). On AWS it starts the Glue jobs it decides on (``--dry-run``:
+it only says); on the local stack, where there is no Glue, it runs those merges here, one
+after the other.
+
+Each table's ``lag_seconds`` is the lag the dispatcher publishes (0: nothing waits; else the
+age of the oldest waiting change file). On AWS the dispatcher Lambda publishes it every turn;
+on ``--env local``, which has no Lambda, this command publishes it (``Environment=local``)
+where boto3 finds a region, as ``cdclake merge --env local`` publishes a run's metrics.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cdclake.config import EnvironmentConfig
+from cdclake_merge.dispatch import Decision, Target
+
+
+def aws_targets(config: EnvironmentConfig, glue: Any) -> tuple[list[Target], list[Decision]]:
+    """Each lake table as its Glue job merges it; a table whose job is missing says so."""
+    from cdclake_merge.dispatch import target_from_job
+
+    targets: list[Target] = []
+    missing: list[Decision] = []
+    for table in config.lake_tables:
+        job = table.merge_job_name(config.prefix)
+        try:
+            targets.append(target_from_job(glue, job))
+        except LookupError as exc:
+            reason = f"not read: {exc}: is {config.env} deployed?"
+            missing.append(Decision(table.name, False, reason, job=job, failed=True))
+    return targets, missing
+
+
+def local_targets(config: EnvironmentConfig) -> list[Target]:
+    """Each lake table on the running local stack (StackNotRunning: one line)."""
+    from cdclake.local.lake import running_status
+    from cdclake.ops import local_place
+
+    running_status(config.env)
+    targets = []
+    for table in config.lake_tables:
+        place = local_place(config, table.name)
+        targets.append(Target(table.name, place.lake_table, place.warehouse, place.changes))
+    return targets
+
+
+def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[str, Any]:
+    """Run the merges decided on, here, as ``cdclake merge --env local`` runs one; per table
+    the run's counts, or its error in one line."""
+    from cdclake.lake_reader import local_spark
+    from cdclake.ops import AnyFileSystem, local_path, local_place
+    from cdclake.quarantine import open_table
+    from cdclake_merge.dispatch import one_line
+    from cdclake_merge.job import MergeOptions, run_merge
+
+    job = config.lake.glue_job
+    runs: dict[str, Any] = {}
+    factory = None
+    for decision in decisions:
+        if not decision.start:
+            continue
+        place = local_place(config, decision.table)
+        factory = factory or local_spark(local_path(place.warehouse))
+        options = MergeOptions(
+            table=place.lake_table,
+            key=place.key,
+            changes=place.changes,
+            column_types=dict(place.column_types),
+            exclude_columns=frozenset(place.exclude),
+            max_bad_fraction=place.max_bad_fraction,
+            tombstone_retention_days=config.lake.tombstone_retention_days,
+            max_files=job.files_per_run(),
+            max_bytes=job.bytes_per_run(),
+        )
+        try:
+            result = run_merge(factory, AnyFileSystem(), open_table(place, factory), options)
+        except Exception as exc:  # one table's failed merge stops no other
+            runs[decision.table] = {"error": one_line(exc)}
+            continue
+        runs[decision.table] = result.as_dict()
+    return runs
+
+
+def publish_local_lag(environment: str, decisions: list[Decision], now: float) -> None:
+    """The dispatcher's lag of each read table, where a region is configured (``AWS_REGION``,
+    a profile; ``AWS_ENDPOINT_URL`` points boto3 at a local stand-in); a failure is one
+    logged line."""
+    import boto3
+
+    from cdclake_merge.metrics import publish_lags
+
+    if boto3.session.Session().region_name is None:
+        return
+    lags = {d.table: d.lag_seconds(now) for d in decisions}
+    publish_lags(environment, lags, now=dt.datetime.fromtimestamp(now, dt.UTC))
+
+
+def render(decisions: list[Decision], runs: dict[str, Any], console: Console) -> None:
+    grid = Table(title="cdc-lake dispatch")
+    for column in ("table", "start", "files waiting", "lag", "reason", "run"):
+        grid.add_column(column, overflow="fold")
+    now = time.time()
+    for d in decisions:
+        lag = d.lag_seconds(now)
+        run = runs.get(d.table)
+        shown = d.run_id or ""
+        if run is not None:
+            shown = run.get("error") or f"v{run['version']}: {run['files_applied']} files applied"
+        grid.add_row(
+            d.table,
+            "yes" if d.start else "no",
+            str(len(d.files_pending)),
+            f"{lag:,.0f} s" if lag is not None else "-",
+            d.reason,
+            shown,
+        )
+    console.print(grid)
+
+
+def dispatch_command(
+    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="decide and say, start nothing")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="print the decisions as JSON")
+    ] = False,
+    config_dir: Annotated[
+        Path | None, typer.Option("--config-dir", help="folder of the environment files")
+    ] = None,
+) -> None:
+    """Start the merge of each lake table whose change files wait (the dispatcher's decision)."""
+    import boto3
+
+    from cdclake.config import load_config
+    from cdclake.ops import AnyFileSystem
+    from cdclake_merge.dispatch import dispatch
+
+    config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
+    budget = config.lake.dispatch.max_concurrent_runs
+    runs: dict[str, Any] = {}
+    if config.env == "local":
+        targets = local_targets(config)
+        decisions = dispatch(targets, fs=AnyFileSystem(), glue=None, budget=budget, dry_run=True)
+        if not dry_run:  # a dry run changes nothing, CloudWatch included
+            publish_local_lag(config.env, decisions, time.time())
+            runs = merge_locally(config, decisions)
+    else:
+        glue = boto3.client("glue", region_name=config.region)
+        targets, missing = aws_targets(config, glue)
+        decisions = missing + dispatch(
+            targets, fs=AnyFileSystem(), glue=glue, budget=budget, dry_run=dry_run
+        )
+        decisions.sort(key=lambda d: d.table)
+    if json_output:
+        now = time.time()
+        shown = [
+            {**d.as_json(now), **({"run": runs[d.table]} if d.table in runs else {})}
+            for d in decisions
+        ]
+        print(json.dumps({"env": config.env, "dry_run": dry_run, "tables": shown}, indent=2))
+    else:
+        render(decisions, runs, Console())
+    if any(d.failed for d in decisions) or any("error" in r for r in runs.values()):
+        raise typer.Exit(1)

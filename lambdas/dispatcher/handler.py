@@ -1,0 +1,122 @@
+"""Start the merge jobs whose change files wait, within the environment's budget of runs.
+
+An EventBridge schedule (one per environment) invokes this with the environment's merge jobs
+as its input, ``{"jobs": ["<prefix>-merge-<schema>-<table>", ...]}``. Each job's default
+arguments say where its changes and its Hudi table are; the decision
+(:mod:`cdclake_merge.dispatch`) lists what waits as the merge does, asks Glue for runs in
+progress, and starts the tables with files waiting, oldest first, while the runs in progress
+stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing.
+
+Each turn it also publishes ``CdcLake/LagSeconds`` for every table it could read: 0 when
+nothing waits, the age of the oldest waiting change file otherwise (the table's watermark,
+:mod:`cdclake_merge.dispatch`), with ``Environment`` = ``METRICS_ENVIRONMENT``. A quiet,
+caught-up table so stays below its lag alarm, a stuck one rises above it, and one that could
+not be read gets no datapoint (its alarm treats missing data as breaching).
+
+A job that cannot be read or started is logged and the others go on; the invocation then
+fails, so that Lambda's error metric shows it. The next schedule decides afresh: a start
+missed now is made then.
+
+Environment: ``MAX_CONCURRENT_RUNS``, ``METRICS_ENVIRONMENT``. AWS clients honour the
+standard ``AWS_ENDPOINT_URL``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from cdclake_merge.dispatch import Decision, Target, dispatch, one_line, target_from_job
+from cdclake_merge.metrics import publish_lags
+from cdclake_merge.storage import S3FileSystem
+
+logger = Logger()
+
+
+class DispatchFailed(RuntimeError):
+    """Some jobs could not be read or started (the rest were dispatched), or the lag was not
+    published."""
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    jobs: tuple[str, ...]
+
+    @staticmethod
+    def from_event(event: Mapping[str, Any]) -> DispatchRequest:
+        jobs = event.get("jobs")
+        if not isinstance(jobs, list) or not all(isinstance(j, str) and j for j in jobs):
+            raise ValueError(f"the event's 'jobs' must be a list of Glue job names, got {jobs!r}")
+        return DispatchRequest(tuple(jobs))
+
+
+def targets_of(glue: Any, jobs: tuple[str, ...]) -> tuple[list[Target], list[str]]:
+    """Each job's table, and a one-line reason for each job that cannot be read."""
+    targets: list[Target] = []
+    failures: list[str] = []
+    for job in jobs:
+        try:
+            targets.append(target_from_job(glue, job))
+        except Exception as exc:
+            failures.append(f"{job}: {one_line(exc)}")
+    return targets, failures
+
+
+def log_decision(decision: Decision) -> None:
+    extra = {
+        "table": decision.table,
+        "job": decision.job,
+        "start": decision.start,
+        "reason": decision.reason,
+        "files_pending": len(decision.files_pending),
+        "run_id": decision.run_id,
+        "watermark": decision.watermark,
+    }
+    logger.info("merge started" if decision.start else "merge not started", extra=extra)
+
+
+def publish_lag(
+    environment: str, decisions: Sequence[Decision], *, cloudwatch: Any, now: float
+) -> bool:
+    """Each read table's lag as of ``now`` (epoch seconds), stamped ``now``; False when
+    CloudWatch did not take it."""
+    lags = {d.table: d.lag_seconds(now) for d in decisions}
+    return publish_lags(
+        environment, lags, client=cloudwatch, now=dt.datetime.fromtimestamp(now, dt.UTC)
+    )
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    request = DispatchRequest.from_event(event)
+    budget = int(os.environ["MAX_CONCURRENT_RUNS"])
+    environment = os.environ["METRICS_ENVIRONMENT"]
+    glue = boto3.client("glue")
+    targets, failures = targets_of(glue, request.jobs)
+    decisions = dispatch(targets, fs=S3FileSystem(), glue=glue, budget=budget)
+    for decision in decisions:
+        log_decision(decision)
+        if decision.failed:
+            failures.append(f"{decision.job}: {decision.reason}")
+    published = publish_lag(
+        environment, decisions, cloudwatch=boto3.client("cloudwatch"), now=time.time()
+    )
+    for failure in failures:
+        logger.error("merge job not dispatched", extra={"detail": failure})
+    if failures:
+        raise DispatchFailed(f"{len(failures)} of {len(request.jobs)} jobs: {failures[0]}")
+    if not published:  # the lag alarms now see missing data and page: say why here too
+        raise DispatchFailed("LagSeconds not published (the warning above says why)")
+    return {
+        "jobs": len(request.jobs),
+        "started": sum(1 for d in decisions if d.start),
+        "pending": sum(1 for d in decisions if d.files_pending),
+    }

@@ -1,0 +1,80 @@
+"""The environment's merge dispatcher: one schedule starts a Lambda (lambdas/dispatcher) that
+starts a lake table's Glue job only when its change files wait (docs/cost.md).
+
+The merge jobs themselves have no schedule: a bare schedule starts every table's job every
+cycle, changes or not, and a start during a table's own long run fails. The jobs are named in
+the schedule's input (their default arguments say the rest), which EventBridge caps at 8,192
+characters: a few hundred tables. The Lambda needs no VPC: it only calls S3, Glue and
+CloudWatch, where it publishes each table's ``LagSeconds`` every turn (``environment`` names
+their ``Environment`` dimension, as the merge jobs' ``--environment`` does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from constructs import Construct
+
+from cdclake.config import DispatchConfig
+from stacks.components.log_storage import log_group
+from stacks.components.powertools_function import powertools_function
+
+MERGE_LIBRARY = Path(__file__).resolve().parents[2] / "glue_jobs" / "lib" / "cdclake_merge"
+MAX_INPUT_CHARS = 8192  # EventBridge: a target's constant input
+TIMEOUT = cdk.Duration.minutes(5)
+
+
+class MergeDispatcher(Construct):
+    """The dispatcher function and its schedule; the composing stack grants what it reads
+    (the lake's change and table folders), the jobs it may start and the metrics it puts."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DispatchConfig,
+        job_names: Sequence[str],
+        environment: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        payload = {"jobs": sorted(job_names)}
+        size = len(json.dumps(payload))
+        if size > MAX_INPUT_CHARS:
+            raise ValueError(
+                f"the dispatcher's schedule input names {len(job_names)} merge jobs in {size} "
+                f"characters; EventBridge allows {MAX_INPUT_CHARS}"
+            )
+        self.function = powertools_function(
+            self,
+            package="dispatcher",
+            description="Start the lake tables' merge jobs whose change files wait",
+            service="merge-dispatcher",
+            timeout=TIMEOUT,
+            log_group=log_group(self, "Logs"),
+            environment={
+                "MAX_CONCURRENT_RUNS": str(config.max_concurrent_runs),
+                "METRICS_ENVIRONMENT": environment,
+            },
+            libraries=[MERGE_LIBRARY],
+        )
+        # A failed turn is not retried: the next scheduled one decides afresh from S3 and Glue.
+        self.function.configure_async_invoke(retry_attempts=0)
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Start the merge jobs whose change files wait",
+            schedule=events.Schedule.expression(config.schedule),
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    event=events.RuleTargetInput.from_object(payload),
+                    retry_attempts=0,
+                )
+            ],
+        )

@@ -1,0 +1,133 @@
+"""The merge dispatcher in the template: no schedule starts a merge job; one schedule starts
+the dispatcher, which may read the lake, start the merge jobs and publish the lake's lag, and
+nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cdk.stack_helpers import as_list, flat, of_type, props, resources
+
+pytestmark = pytest.mark.cdk
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def env(request: pytest.FixtureRequest, synth) -> Any:  # type: ignore[no-untyped-def]
+    return synth(request.param)
+
+
+def _id(env: Any, construct: Any) -> str:
+    stack = env.stacks["lake"]
+    return str(stack.resolve(stack.get_logical_id(construct.node.default_child)))
+
+
+def _templates(env: Any) -> list[dict[str, Any]]:
+    return [env.template(role) for role in env.stacks]
+
+
+def _dispatcher_statements(env: Any) -> list[dict[str, Any]]:
+    role = _id(env, env.stacks["lake"].dispatcher.function.role)
+    statements: list[dict[str, Any]] = []
+    for policy in props(env.template("lake"), "AWS::IAM::Policy"):
+        if {"Ref": role} in policy["Roles"]:
+            statements += policy["PolicyDocument"]["Statement"]
+    return statements
+
+
+def test_dispatcher_no_glue_trigger_starts_a_merge_job(env: Any) -> None:
+    for template in _templates(env):
+        assert of_type(template, "AWS::Glue::Trigger") == []
+
+
+def test_dispatcher_no_schedule_targets_glue(env: Any) -> None:
+    for template in _templates(env):
+        for rule in props(template, "AWS::Events::Rule"):
+            for target in rule.get("Targets", []):
+                assert "glue" not in flat(target["Arn"]).lower(), rule
+        for schedule in props(template, "AWS::Scheduler::Schedule"):
+            assert "glue" not in flat(schedule["Target"]["Arn"]).lower(), schedule
+
+
+def test_dispatcher_schedule_from_config_names_every_merge_job(env: Any) -> None:
+    function = _id(env, env.stacks["lake"].dispatcher.function)
+    scheduled = [
+        rule
+        for rule in props(env.template("lake"), "AWS::Events::Rule")
+        if rule.get("ScheduleExpression") == env.config.lake.dispatch.schedule
+    ]
+    assert len(scheduled) == 1
+    (target,) = scheduled[0]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
+    names = sorted(t.merge_job_name(env.config.prefix) for t in env.config.lake_tables)
+    assert json.loads(target["Input"]) == {"jobs": names}
+
+
+def test_dispatcher_function_budget_from_config_outside_vpc(env: Any) -> None:
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    budget = env.config.lake.dispatch.max_concurrent_runs
+    assert function["Environment"]["Variables"]["MAX_CONCURRENT_RUNS"] == str(budget)
+    assert "VpcConfig" not in function
+
+
+def test_dispatcher_role_starts_only_merge_jobs(env: Any) -> None:
+    glue = [
+        s
+        for s in _dispatcher_statements(env)
+        if any(a.startswith("glue:") for a in as_list(s["Action"]))
+    ]
+    assert len(glue) == 1
+    assert sorted(as_list(glue[0]["Action"])) == [
+        "glue:GetJob",
+        "glue:GetJobRuns",
+        "glue:StartJobRun",
+    ]
+    arns = sorted(flat(r).rsplit("job/", 1)[1] for r in as_list(glue[0]["Resource"]))
+    assert arns == sorted(t.merge_job_name(env.config.prefix) for t in env.config.lake_tables)
+
+
+def test_dispatcher_role_writes_nothing(env: Any) -> None:
+    actions = {a for s in _dispatcher_statements(env) for a in as_list(s["Action"])}
+    s3 = {a for a in actions if a.startswith("s3:")}
+    assert s3 == {"s3:ListBucket", "s3:GetObject"}
+    reads = [s for s in _dispatcher_statements(env) if "s3:GetObject" in as_list(s["Action"])]
+    objects = sorted(flat(r).split("/", 1)[1] for s in reads for r in as_list(s["Resource"]))
+    database = env.config.lake.glue_database
+    assert objects == [
+        f"warehouse/{database}.db/*/.hoodie/*",
+        f"warehouse/{database}.db/_cdclake/*",
+    ]
+
+
+def test_dispatcher_role_puts_metrics_only_in_the_lake_namespace(env: Any) -> None:
+    statements = [
+        s
+        for s in _dispatcher_statements(env)
+        if any(a.startswith("cloudwatch:") for a in as_list(s["Action"]))
+    ]
+    assert [as_list(s["Action"]) for s in statements] == [["cloudwatch:PutMetricData"]]
+    # Written out: the alarms and the dashboard read this namespace.
+    assert statements[0]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "CdcLake"}}
+
+
+def test_dispatcher_function_publishes_under_its_environment(env: Any) -> None:
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    assert function["Environment"]["Variables"]["METRICS_ENVIRONMENT"] == env.config.env
+
+
+def test_dispatcher_asset_ships_handler_beside_merge_library(env: Any) -> None:
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    asset_hash = flat(function["Code"]["S3Key"]).split(".zip")[0]
+    staged = Path(env.outdir) / f"asset.{asset_hash}"
+    assert (staged / "handler.py").is_file()
+    assert (staged / "cdclake_merge" / "dispatch.py").is_file()
+    assert not list(staged.rglob("__pycache__"))

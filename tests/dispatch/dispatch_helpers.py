@@ -1,0 +1,199 @@
+"""One environment's lake on moto (in process): change files, the merge's commits, Glue jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from cdclake_merge.pending import CATALOG_UNSYNCED, CHECKPOINT_KEY, TablePaths
+from cdclake_merge.positions import advance, positions_as_json, scan
+from cdclake_merge.storage import S3FileSystem, join
+
+REGION = "us-east-1"
+PREFIX = "cdclake-dev"
+DATABASE = "cdclake_dev"
+CHANGES = "cdclake-dev-changes"
+LAKE = "cdclake-dev-lake"
+WAREHOUSE = f"s3://{LAKE}/warehouse/"
+# S3 keeps LastModified to the second: files this far apart are told apart by age.
+AGE_STEP_SECONDS = 1.1
+
+
+@dataclass(frozen=True)
+class World:
+    s3: Any
+    glue: Any
+
+
+@contextmanager
+def lake_on_moto() -> Iterator[World]:
+    """A fresh moto: the change and lake buckets, nothing else."""
+    import moto
+
+    with moto.mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        for bucket in (CHANGES, LAKE):
+            s3.create_bucket(Bucket=bucket)
+        yield World(s3, boto3.client("glue", region_name=REGION))
+
+
+def job_name(table: str) -> str:
+    return f"{PREFIX}-merge-{table.replace('.', '-').replace('_', '-')}"
+
+
+def changes_of(table: str) -> str:
+    return f"s3://{CHANGES}/topics/{PREFIX}.{table}/"
+
+
+def create_job(world: World, table: str) -> str:
+    """The table's merge job with the default arguments the stack gives it (once)."""
+    name = job_name(table)
+    if name in world.glue.list_jobs()["JobNames"]:
+        return name
+    world.glue.create_job(
+        Name=name,
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+        GlueVersion="5.0",
+        ExecutionProperty={"MaxConcurrentRuns": 1},
+        DefaultArguments={
+            "--table": table,
+            "--changes_path": changes_of(table),
+            "--warehouse_path": WAREHOUSE,
+            "--database": DATABASE,
+            "--record_key": "id",
+        },
+    )
+    return name
+
+
+def put_change_file(world: World, table: str, offset: int, partition: int = 0) -> str:
+    """One change file where the S3 sink writes it; its s3:// path."""
+    topic = f"{PREFIX}.{table}"
+    key = f"topics/{topic}/partition={partition}/{topic}+{partition}+{offset:010d}.json"
+    world.s3.put_object(Bucket=CHANGES, Key=key, Body=b'{"payload": {}}\n')
+    return f"s3://{CHANGES}/{key}"
+
+
+def commit_everything_listed(world: World, table: str, version: int = 1) -> None:
+    """What the merge's commit leaves: a checkpoint whose positions cover every change file
+    listed now (the merge's own listing and advance) and a Hudi commit naming it."""
+    fs = S3FileSystem(world.s3)
+    listed = scan(fs, changes_of(table), {})
+    positions = advance({}, listed.pending, listed.parents)
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    checkpoint = f"checkpoints/v{version:08d}.json"
+    fs.write_text(
+        join(paths.sidecar, checkpoint),
+        json.dumps({"version": version, "key": ["id"], "positions": positions_as_json(positions)}),
+    )
+    instant = time.strftime("%Y%m%d%H%M%S000", time.gmtime())
+    fs.write_text(
+        join(paths.timeline, f"{instant}.commit"),
+        json.dumps({"extraMetadata": {CHECKPOINT_KEY: checkpoint}}),
+    )
+
+
+def mark_catalog_unsynced(world: World, table: str, version: int) -> None:
+    """What a commit of ``version`` leaves until its catalog registration has finished."""
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    fs = S3FileSystem(world.s3)
+    fs.write_text(join(paths.sidecar, CATALOG_UNSYNCED), json.dumps({"version": version}))
+
+
+@contextmanager
+def hold_runs() -> Iterator[None]:
+    """Glue runs stay STARTING (moto's job runs advance only when asked this many times)."""
+    from moto.moto_api import state_manager
+
+    state_manager.set_transition(
+        model_name="glue::job_run", transition={"progression": "manual", "times": 1000}
+    )
+    try:
+        yield
+    finally:
+        state_manager.unset_transition("glue::job_run")
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "dispatcher"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:dispatcher"
+    aws_request_id: str = "req-1"
+
+
+# --- the dispatcher's lag (CdcLake/LagSeconds) ---------------------------------------------------
+
+
+def make_unreadable(world: World, table: str) -> None:
+    """A Hudi table the merge did not write in the table's place: its commit names no
+    checkpoint, so the dispatcher cannot tell what waits."""
+    lake_table = table.replace(".", "_")
+    world.s3.put_object(
+        Bucket=LAKE,
+        Key=f"warehouse/{DATABASE}.db/{lake_table}/.hoodie/20260101000000000.commit",
+        Body=b"{}",
+    )
+
+
+def lag_values(environment: str, table: str, around: float) -> list[float]:
+    """The ``LagSeconds`` datapoints of ``table`` on moto's CloudWatch within a day of
+    ``around`` (epoch seconds), oldest first."""
+    from datetime import UTC, datetime, timedelta
+
+    from cdclake_merge.metrics import LAG, NAMESPACE, dimensions
+
+    moment = datetime.fromtimestamp(around, UTC)
+    answer = boto3.client("cloudwatch", region_name=REGION).get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "lag",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": NAMESPACE,
+                        "MetricName": LAG,
+                        "Dimensions": dimensions(environment, table),
+                    },
+                    "Period": 60,
+                    "Stat": "Maximum",
+                },
+            }
+        ],
+        StartTime=moment - timedelta(days=1),
+        EndTime=moment + timedelta(days=1),
+        ScanBy="TimestampAscending",
+    )
+    (result,) = answer["MetricDataResults"]
+    return [float(v) for v in result["Values"]]
+
+
+def lag_dimensions() -> list[dict[str, str]]:
+    """The dimensions of every ``LagSeconds`` metric on moto's CloudWatch, as a dict each."""
+    from cdclake_merge.metrics import LAG, NAMESPACE
+
+    listed = boto3.client("cloudwatch", region_name=REGION).list_metrics(
+        Namespace=NAMESPACE, MetricName=LAG
+    )["Metrics"]
+    return [{d["Name"]: d["Value"] for d in m["Dimensions"]} for m in listed]
+
+
+def lag_alarm_threshold(template: dict[str, Any], table: str) -> float:
+    """The threshold (seconds) of the lag alarm on ``table`` in a synthesized template."""
+    from cdclake_merge.metrics import LAG, TABLE
+
+    found = [
+        alarm["Properties"]
+        for alarm in template["Resources"].values()
+        if alarm["Type"] == "AWS::CloudWatch::Alarm"
+        and alarm["Properties"].get("MetricName") == LAG
+        and {"Name": TABLE, "Value": table} in alarm["Properties"].get("Dimensions", [])
+    ]
+    (alarm,) = found
+    return float(alarm["Threshold"])

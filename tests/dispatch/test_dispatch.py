@@ -1,0 +1,152 @@
+"""The dispatcher's decision against moto: S3 change files and the merge's commits, Glue jobs
+and their runs (CreateJob, GetJob, GetJobRuns, StartJobRun)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from cdclake_merge.dispatch import Decision, dispatch, target_from_job
+from cdclake_merge.storage import S3FileSystem
+from tests.dispatch.dispatch_helpers import (
+    AGE_STEP_SECONDS,
+    REGION,
+    World,
+    commit_everything_listed,
+    create_job,
+    hold_runs,
+    job_name,
+    lake_on_moto,
+    mark_catalog_unsynced,
+    put_change_file,
+)
+
+pytestmark = pytest.mark.moto
+
+ORDERS, CUSTOMERS, ITEMS = "public.orders", "public.customers", "public.items"
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """A fresh lake per test: each test starts runs, which the next must not see."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with lake_on_moto() as created:
+        yield created
+
+
+def _dispatch(world: World, *tables: str, budget: int = 10) -> dict[str, Decision]:
+    targets = [target_from_job(world.glue, create_job(world, t)) for t in tables]
+    decisions = dispatch(targets, fs=S3FileSystem(world.s3), glue=world.glue, budget=budget)
+    return {d.table: d for d in decisions}
+
+
+def _runs(world: World, table: str) -> list[dict[str, object]]:
+    return list(world.glue.get_job_runs(JobName=job_name(table))["JobRuns"])
+
+
+def test_dispatch_nothing_pending_starts_nothing(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS)
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert (decision.start, decision.files_pending, decision.reason) == (
+        False,
+        (),
+        "no change files wait",
+    )
+    assert _runs(world, ORDERS) == []
+
+
+def test_dispatch_files_after_the_commit_start_the_job(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS)
+    waiting = put_change_file(world, ORDERS, 60)
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and decision.files_pending == (waiting,)
+    (run,) = _runs(world, ORDERS)
+    assert run["Id"] == decision.run_id
+
+
+def test_dispatch_table_without_commit_starts_with_every_file(world: World) -> None:
+    files = [put_change_file(world, ORDERS, 0), put_change_file(world, ORDERS, 0, partition=1)]
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and sorted(decision.files_pending) == sorted(files)
+
+
+def test_dispatch_run_in_progress_starts_nothing(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    with hold_runs():
+        create_job(world, ORDERS)
+        world.glue.start_job_run(JobName=job_name(ORDERS))
+        decision = _dispatch(world, ORDERS)[ORDERS]
+        assert not decision.start and decision.reason == "a run is in progress (STARTING)"
+        assert len(_runs(world, ORDERS)) == 1
+
+
+def test_dispatch_budget_starts_oldest_waiting_first(world: World) -> None:
+    for table in (ORDERS, CUSTOMERS, ITEMS):  # oldest first; not the names' order
+        put_change_file(world, table, 0)
+        time.sleep(AGE_STEP_SECONDS)
+    decisions = _dispatch(world, CUSTOMERS, ITEMS, ORDERS, budget=2)
+    started = {t for t, d in decisions.items() if d.start}
+    assert started == {ORDERS, CUSTOMERS}
+    assert "budget of 2" in decisions[ITEMS].reason and _runs(world, ITEMS) == []
+
+
+def test_dispatch_budget_counts_runs_in_progress(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    put_change_file(world, CUSTOMERS, 0)
+    with hold_runs():
+        create_job(world, ORDERS)
+        world.glue.start_job_run(JobName=job_name(ORDERS))
+        decisions = _dispatch(world, ORDERS, CUSTOMERS, budget=1)
+    assert not decisions[CUSTOMERS].start and "budget of 1" in decisions[CUSTOMERS].reason
+
+
+def test_dispatch_dry_run_starts_nothing(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    targets = [target_from_job(world.glue, create_job(world, ORDERS))]
+    (decision,) = dispatch(
+        targets, fs=S3FileSystem(world.s3), glue=world.glue, budget=1, dry_run=True
+    )
+    assert decision.start and decision.run_id is None and _runs(world, ORDERS) == []
+
+
+def test_dispatch_unreadable_table_fails_alone(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    world.s3.put_object(  # a Hudi table the merge did not write: its commit names no checkpoint
+        Bucket="cdclake-dev-lake",
+        Key="warehouse/cdclake_dev.db/public_customers/.hoodie/20260101000000000.commit",
+        Body=b"{}",
+    )
+    decisions = _dispatch(world, ORDERS, CUSTOMERS)
+    assert decisions[ORDERS].start
+    assert decisions[CUSTOMERS].failed and "did not write" in decisions[CUSTOMERS].reason
+
+
+def test_dispatch_commit_missing_from_catalog_starts_without_files(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS, version=1)
+    mark_catalog_unsynced(world, ORDERS, version=1)  # the commit of v1 did not finish its sync
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and decision.files_pending == ()
+    assert decision.reason == "the last commit is not registered in the catalog yet"
+
+
+def test_dispatch_marker_of_an_uncommitted_version_starts_nothing(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS, version=1)
+    mark_catalog_unsynced(world, ORDERS, version=2)  # a run killed before its commit
+    assert not _dispatch(world, ORDERS)[ORDERS].start
+
+
+def test_dispatch_commit_missing_from_catalog_goes_before_waiting_files(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS, version=1)
+    mark_catalog_unsynced(world, ORDERS, version=1)
+    put_change_file(world, CUSTOMERS, 0)
+    decisions = _dispatch(world, CUSTOMERS, ORDERS, budget=1)
+    assert decisions[ORDERS].start and not decisions[CUSTOMERS].start
