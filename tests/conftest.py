@@ -1,12 +1,21 @@
-"""Session-wide fixtures: one synth per environment, one SparkSession, the shared samples."""
+"""Session-wide fixtures: one synth per environment, one SparkSession, one local stack, the
+shared samples."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from cdclake.local.stack import LocalStack
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -38,12 +47,16 @@ def _test_rds_ca() -> str:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    path = Path(tempfile.mkdtemp(prefix="cdclake-test-rds-ca-")) / "global-bundle.pem"
+    folder = Path(tempfile.mkdtemp(prefix="cdclake-test-rds-ca-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "global-bundle.pem"
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return str(path)
 
 
-os.environ.setdefault("CDCLAKE_RDS_CA_BUNDLE", _test_rds_ca())
+# Made once per session: subprocesses (a CLI, a nested pytest) inherit it instead.
+if "CDCLAKE_RDS_CA_BUNDLE" not in os.environ:
+    os.environ["CDCLAKE_RDS_CA_BUNDLE"] = _test_rds_ca()
 
 
 def cdk_context() -> dict[str, object]:
@@ -113,3 +126,183 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     session = local_session(tmp_path_factory.mktemp("spark-warehouse"), app_name="cdclake-tests")
     yield session
     session.stop()
+
+
+# --- the local stack -----------------------------------------------------------------------------
+#
+# One stack per session (``local_stack``), started by the first test that needs it, the fan-out
+# added by the first that needs that (``local_stack_with_fanout``), stopped once the last test
+# using it is done. Areas that test a stack started differently get one of their own
+# (``own_local_stack``), stopped and checked the same way.
+
+SHARED_STACK_FIXTURES = frozenset({"local_stack", "local_stack_with_fanout"})
+_SHARED_STACK: dict[str, Any] = {}
+
+
+def _stack_missing(*, fanout: bool) -> str | None:
+    """Why a local stack (with the fan-out) cannot start on this machine, or None."""
+    import shutil
+
+    from cdclake.local.fanout import SERVER_LIB
+    from cdclake.local.processes import StackError
+    from cdclake.local.stack import JVM_LIB, postgres_bin_dir
+
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"{tool} not on PATH: the local stack needs a Java 17 JDK"
+    try:
+        postgres_bin_dir()
+    except StackError as exc:
+        return str(exc)
+    for module in ("kafka", "debezium-postgres", "s3-sink"):
+        if not any((JVM_LIB / module).glob("*.jar")):
+            return (
+                f"jvm/lib/{module} has no jars: run "
+                "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (make setup)"
+            )
+    if fanout and not any(SERVER_LIB.glob("debezium-server-dist-*.tar.gz")):
+        return "jvm/lib/debezium-server has no debezium-server-dist tar.gz: run `make setup`"
+    return None
+
+
+def _skip_unless_stack_can_start(*, fanout: bool) -> None:
+    reason = _stack_missing(fanout=fanout)
+    if reason:
+        what = "local stack with the fan-out" if fanout else "local stack"
+        pytest.skip(f"{what} cannot start here: {reason}")
+
+
+def _processes_logging_under(root: Path) -> list[tuple[int, str]]:
+    """(PID, log) of every process whose stdout is a log of the stack at ``root``: each process
+    the stack spawns writes there, restarted ones and children included, whoever started it
+    (this process, ``cdclake local up`` or a CLI child)."""
+    logs = f"{root / 'logs'}{os.sep}"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                target = os.readlink(entry / "fd" / "1")
+            except OSError:  # gone meanwhile, or a kernel thread
+                continue
+            if target.startswith(logs):
+                found.append((int(entry.name), target))
+    return found
+
+
+@contextmanager
+def _stack_in_tmp(
+    prefix: str, stop: Callable[[LocalStack], None] | None = None
+) -> Iterator[LocalStack]:
+    """A not yet started stack rooted in /tmp; on exit stopped (``stop``, else ``down``), every
+    process it left killed by PID, its folder removed, and the test failed if any was left."""
+    import shutil
+    import signal
+    import tempfile
+
+    from cdclake.local.stack import LocalStack
+
+    # Not under pytest's tmp dir: that is mode 0700 for root, and PostgreSQL runs as `postgres`.
+    root = Path(tempfile.mkdtemp(prefix=f"cdclake-{prefix}-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    stack = LocalStack(root, env="local")
+    try:
+        yield stack
+    finally:
+        try:
+            (stop or LocalStack.down)(stack)
+        finally:
+            leftovers = _processes_logging_under(root)
+            for pid, _ in leftovers:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            shutil.rmtree(root, ignore_errors=True)
+        assert not leftovers, f"stopping the stack left processes running: {leftovers}"
+
+
+def _cli_down(stack: LocalStack) -> None:
+    from typer.testing import CliRunner
+
+    from cdclake.local.cli import app
+
+    stopped = CliRunner().invoke(app, ["down", "--state-dir", str(stack.root)])
+    assert stopped.exit_code == 0, stopped.output
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules using the session's stack run one after another from where the first of them
+    is (each in its order), and the stack stops after the last test using it: its JVMs do not
+    idle under other tests, nor under another area's own stack."""
+
+    def uses(item: pytest.Item) -> bool:
+        return bool(SHARED_STACK_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+    modules = {getattr(item, "module", None) for item in items if uses(item)}
+    _SHARED_STACK["last_user"] = None
+    if modules:
+        first = next(n for n, item in enumerate(items) if getattr(item, "module", None) in modules)
+        block = [item for item in items if getattr(item, "module", None) in modules]
+        rest = [item for item in items[first:] if getattr(item, "module", None) not in modules]
+        items[first:] = block + rest
+        _SHARED_STACK["last_user"] = [item for item in block if uses(item)][-1].nodeid
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        stop = _SHARED_STACK.get("stop")
+        if stop is not None and item.nodeid == _SHARED_STACK.get("last_user"):
+            stop()
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[LocalStack]:
+    """The session's local capture stack: PostgreSQL, Kafka, Kafka Connect and moto, capturing
+    config/local.yaml's tables. Started through ``cdclake local up`` as a person would; stopped
+    through ``cdclake local down`` after the last test using it, or at the session's end."""
+    from typer.testing import CliRunner
+
+    from cdclake.local.cli import app
+
+    _skip_unless_stack_can_start(fanout=False)
+    with ExitStack() as stop:
+        stack = stop.enter_context(_stack_in_tmp("session", stop=_cli_down))
+        _SHARED_STACK["stop"] = stop.close
+        # Its output says what failed and where the logs are.
+        started = CliRunner().invoke(
+            app, ["up", "--state-dir", str(stack.root), "--timeout", "300"]
+        )
+        assert started.exit_code == 0, started.output
+        yield stack
+    _SHARED_STACK.pop("stop", None)
+
+
+@pytest.fixture(scope="session")
+def local_stack_with_fanout(local_stack: LocalStack) -> LocalStack:
+    """The session's stack with the fan-out added (Debezium Server, the handler's event source
+    mapping, the AWS side on moto), through ``cdclake local up --fanout``."""
+    from typer.testing import CliRunner
+
+    from cdclake.local.cli import app
+
+    _skip_unless_stack_can_start(fanout=True)
+    started = CliRunner().invoke(
+        app, ["up", "--fanout", "--state-dir", str(local_stack.root), "--timeout", "300"]
+    )
+    assert started.exit_code == 0, started.output
+    return local_stack
+
+
+@pytest.fixture(scope="session")
+def own_local_stack() -> Callable[..., AbstractContextManager[LocalStack]]:
+    """``with own_local_stack("e2e") as stack:`` a stack of the caller's own, not started, for
+    tests of a stack started differently (a fresh connector's initial snapshot, a whole run
+    recorded from start to stop); skips when it cannot start here, stops and checks as above."""
+
+    def own(prefix: str, *, fanout: bool = False) -> AbstractContextManager[LocalStack]:
+        _skip_unless_stack_can_start(fanout=fanout)
+        return _stack_in_tmp(prefix)
+
+    return own

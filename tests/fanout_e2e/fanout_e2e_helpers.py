@@ -1,10 +1,9 @@
-"""Helpers for the fan-out end-to-end tests: prerequisites, the seeded workload, the queues."""
+"""Helpers for the fan-out end-to-end tests: the seeded workload, the queues."""
 
 from __future__ import annotations
 
 import json
 import random
-import shutil
 import string
 import threading
 import time
@@ -18,10 +17,8 @@ from typing import Any
 import boto3
 
 from cdclake.config import EnvironmentConfig
-from cdclake.local.fanout import SERVER_LIB
-from cdclake.local.processes import StackError
 from cdclake.local.runtime import AWS_ENV
-from cdclake.local.stack import JVM_LIB, LocalStack, postgres_bin_dir
+from cdclake.local.stack import LocalStack
 from cdclake_merge.debezium import TableSpec, parse_value
 from cdclake_merge.transforms import order_key
 
@@ -34,23 +31,6 @@ REFUNDS_DDL = (
 )
 # Over the claim-check threshold (200 000 bytes of event) by itself.
 BIG_NOTE_CHARS = 230_000
-
-
-def missing_prerequisite() -> str | None:
-    """Why the stack with the fan-out cannot start here, or None when it can."""
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            return f"{tool} not on PATH: the local stack needs a Java 17 JDK"
-    try:
-        postgres_bin_dir()
-    except StackError as exc:
-        return str(exc)
-    for module in ("kafka", "debezium-postgres", "s3-sink"):
-        if not any((JVM_LIB / module).glob("*.jar")):
-            return f"jvm/lib/{module} has no jars: run `make setup`"
-    if not any(SERVER_LIB.glob("debezium-server-dist-*.tar.gz")):
-        return "jvm/lib/debezium-server has no debezium-server-dist tar.gz: run `make setup`"
-    return None
 
 
 def aws_client(stack: LocalStack, service: str) -> Any:

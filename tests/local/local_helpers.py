@@ -1,11 +1,10 @@
-"""Helpers for the local capture stack tests: why a stack cannot start here, change files."""
+"""Helpers for the local capture stack tests: change files, runbook commands, merges."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,32 +15,13 @@ from typing import Any
 
 import requests
 
-from cdclake.local.processes import StackError
-from cdclake.local.stack import JVM_LIB, LocalStack, postgres_bin_dir
+from cdclake.local.stack import JVM_LIB, LocalStack
 
 # The Confluent layout the merge job reads: topics/<topic>/partition=<p>/<topic>+<p>+<start>.json
 CHANGE_FILE = (
     r"topics/(?P<topic>[^/]+)/partition=(?P<partition>\d+)/"
     r"(?P=topic)\+(?P=partition)\+\d{10}\.json(\.gz)?"
 )
-
-
-def missing_prerequisite() -> str | None:
-    """Why the stack cannot start on this machine, or None when it can."""
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            return f"{tool} not on PATH: the local stack needs a Java 17 JDK"
-    try:
-        postgres_bin_dir()
-    except StackError as exc:
-        return str(exc)
-    for module in ("kafka", "debezium-postgres", "s3-sink"):
-        if not any((JVM_LIB / module).glob("*.jar")):
-            return (
-                f"jvm/lib/{module} has no jars: run "
-                "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (make setup)"
-            )
-    return None
 
 
 def change_files(stack: LocalStack) -> dict[str, bytes]:
@@ -86,14 +66,13 @@ REPO_ROOT = JVM_LIB.parent.parent
 
 
 def missing_merge_prerequisite() -> str | None:
-    """Why the stack or a merge cannot run here (the merge needs jvm/lib/spark too)."""
-    reason = missing_prerequisite()
-    if reason is None and not any((JVM_LIB / "spark").glob("*.jar")):
-        reason = (
+    """Why a merge cannot run here once the stack runs (the merge needs jvm/lib/spark)."""
+    if not any((JVM_LIB / "spark").glob("*.jar")):
+        return (
             "jvm/lib/spark has no jars: run "
             "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (make setup)"
         )
-    return reason
+    return None
 
 
 def run_cdclake(
