@@ -309,6 +309,14 @@ class DispatchConfig(_Model):
             raise ValueError("must be cron(...) or rate(...)")
         return value
 
+    def interval_minutes(self) -> int | None:
+        """Minutes between two turns, for ``rate(...)`` and every-N-minutes crons; else None."""
+        rate = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", self.schedule)
+        if rate:
+            return int(rate[1]) * {"minute": 1, "hour": 60, "day": 1440}[rate[2]]
+        cron = re.fullmatch(r"cron\((?:0|\*)/(\d+) \* \* \* \? \*\)", self.schedule)
+        return int(cron[1]) if cron else None
+
 
 class LakeConfig(_Model):
     glue_database: Identifier = "cdclake"
@@ -462,6 +470,17 @@ class EnvironmentConfig(_Model):
         consumer_names = [c.name for c in self.fanout.consumers]
         if len(set(consumer_names)) != len(consumer_names):
             raise ValueError("fanout.consumers: names must be unique")
+        # The dispatcher's lag datapoint is what keeps a quiet table's alarm quiet: every
+        # alarm period must see a turn, or a caught-up table pages.
+        interval = self.lake.dispatch.interval_minutes()
+        for table in self.lake_tables:
+            if interval is not None and interval >= self.lake.freshness_of(table):
+                raise ValueError(
+                    f"lake.dispatch.schedule {self.lake.dispatch.schedule} turns every "
+                    f"{interval} min, not more often than {table.name}'s freshness objective "
+                    f"({self.lake.freshness_of(table)} min): its lag alarm would fire between "
+                    f"turns"
+                )
         return self
 
     @property

@@ -217,7 +217,7 @@ def test_lake_config_freshness_of_table_setting_wins_over_the_lake_default(
     tmp_path: Path,
 ) -> None:
     data = _minimal()
-    data["lake"] = {"freshness_minutes": 45}
+    data["lake"] = {"freshness_minutes": 45, "dispatch": {"schedule": "rate(5 minutes)"}}
     data["tables"] = [
         {"name": "public.orders", "primary_key": ["id"], "freshness_minutes": 15},
         {"name": "public.customers", "primary_key": ["id"]},
@@ -268,3 +268,22 @@ def test_load_config_dispatch_schedule_not_an_expression_is_rejected(tmp_path: P
         load_config(path=_write(tmp_path, data))
     assert "lake.dispatch.schedule" in str(excinfo.value)
     assert "cron(...) or rate(...)" in str(excinfo.value)
+
+
+def test_load_config_dispatch_slower_than_freshness_names_schedule_and_table(
+    tmp_path: Path,
+) -> None:
+    data = _minimal()
+    data["lake"] = {"dispatch": {"schedule": "rate(2 hours)"}, "freshness_minutes": 60}
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, data))
+    message = str(excinfo.value)
+    assert "lake.dispatch.schedule rate(2 hours) turns every 120 min" in message
+    assert "public.orders's freshness objective (60 min)" in message
+
+
+def test_dispatch_config_interval_of_every_n_minutes_cron_is_n() -> None:
+    from cdclake.config import DispatchConfig
+
+    assert DispatchConfig(schedule="cron(0/20 * * * ? *)").interval_minutes() == 20
+    assert DispatchConfig(schedule="cron(0 12 * * ? *)").interval_minutes() is None
