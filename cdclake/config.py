@@ -69,6 +69,11 @@ class FanOutRouting(_Model):
     )
 
 
+def merge_job_prefix(prefix: str) -> str:
+    """What every merge job name of an environment starts with (and nothing else's does)."""
+    return f"{prefix}-merge-"
+
+
 class TableConfig(_Model):
     """One replicated table."""
 
@@ -122,7 +127,7 @@ class TableConfig(_Model):
 
     def merge_job_name(self, prefix: str) -> str:
         """The table's Glue merge job, ``<prefix>-merge-<schema>-<table>`` (hyphens only)."""
-        return f"{prefix}-merge-{self.lake_table_name.replace('_', '-')}"
+        return merge_job_prefix(prefix) + self.lake_table_name.replace("_", "-")
 
     @property
     def event_source(self) -> str:

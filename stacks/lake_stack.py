@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import EnvironmentConfig, merge_job_prefix
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from connectors.configs import TOPICS_DIR, topic_name
 from stacks.components.lake_storage import LakeStorage
@@ -271,9 +271,14 @@ class LakeStack(cdk.Stack):
             iam.PolicyStatement(
                 sid="StartMergeJobs",
                 actions=["glue:GetJob", "glue:GetJobRuns", "glue:StartJobRun"],
+                # The environment's merge jobs by their name prefix: one ARN whatever the
+                # number of tables (one per job reaches IAM's 10 KB policy limit near 120).
                 resources=[
-                    self.format_arn(service="glue", resource="job", resource_name=str(job.name))
-                    for job in self.merge_jobs.jobs.values()
+                    self.format_arn(
+                        service="glue",
+                        resource="job",
+                        resource_name=merge_job_prefix(self.config.prefix) + "*",
+                    )
                 ],
             ),
             iam.PolicyStatement(
@@ -296,6 +301,8 @@ class LakeStack(cdk.Stack):
                 "lake table in this database",
                 r"^Resource::\*$": "cloudwatch:PutMetricData has no resource; limited to the "
                 "CdcLake namespace",
+                r":job/[a-z0-9-]+-merge-\*$": "this environment's merge jobs, by their name "
+                "prefix (one ARN for any number of tables)",
             },
         )
 
