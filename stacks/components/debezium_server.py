@@ -36,7 +36,7 @@ from connectors.configs import (
     environment_variables,
 )
 from stacks.components.log_storage import log_group
-from stacks.components.nag import KMS_GRANT_REASON, acknowledge, acknowledge_wildcards
+from stacks.components.nag import acknowledge
 
 DATA_DIR = "/debezium/data"
 OFFSETS_FILE = f"{DATA_DIR}/offsets.dat"
@@ -198,11 +198,24 @@ class DebeziumServer(Construct):
             self.task_definition.obtain_execution_role().add_to_principal_policy(
                 iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
             )
-        for stream in streams.values():
-            stream.grant_write(self.task_definition.task_role)
-        acknowledge_wildcards(
-            self.task_definition.task_role,
-            {r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON},
+        # Exactly what the Kinesis sink does (tests/iam records it): one PutRecord per change,
+        # for which Kinesis asks the stream's key for a data key. CDK's grant_write would add
+        # PutRecords, ListShards, kms:Encrypt and kms:ReEncrypt*, none of which it uses.
+        role = self.task_definition.task_role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PutChanges",
+                actions=["kinesis:PutRecord"],
+                resources=[stream.stream_arn for stream in streams.values()],
+            )
+        )
+        keys = {id(s.encryption_key): s.encryption_key for s in streams.values()}
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptChanges",
+                actions=["kms:GenerateDataKey"],
+                resources=[key.key_arn for key in keys.values() if key is not None],
+            )
         )
 
         # Exactly one task: a replication slot has one reader, and the offsets file one writer.
