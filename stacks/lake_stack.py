@@ -189,6 +189,21 @@ class LakeStack(cdk.Stack):
                     self.format_arn(service="glue", resource="database", resource_name="default"),
                 ],
             ),
+            # Spark's session catalog checks that `global_temp` does not exist, and Hudi's
+            # writer looks its table up in the current database (`default`) before a table's
+            # first commit; a denied lookup is an error, not "absent" (tests/iam, catalog sync).
+            iam.PolicyStatement(
+                sid="CatalogSessionLookups",
+                actions=["glue:GetDatabase", "glue:GetTable"],
+                resources=[
+                    self.format_arn(service="glue", resource="catalog"),
+                    self.format_arn(
+                        service="glue", resource="database", resource_name="global_temp"
+                    ),
+                    self.format_arn(service="glue", resource="database", resource_name="default"),
+                    self.format_arn(service="glue", resource="table", resource_name="default/*"),
+                ],
+            ),
             # Hudi's catalog sync: this database and its tables only.
             iam.PolicyStatement(
                 sid="CatalogSync",
@@ -333,6 +348,8 @@ class LakeStack(cdk.Stack):
             },
             partition_arn % ("glue", f"table/{self.glue_database}/*"): "Hudi creates and "
             "syncs one catalog table per lake table in this database only",
+            partition_arn % ("glue", "table/default/*"): "Hudi's writer looks each lake "
+            "table up by its name in the current database (read only; one name per table)",
         }
         acknowledge(
             role,

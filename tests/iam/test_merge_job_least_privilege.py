@@ -283,11 +283,17 @@ def test_merge_job_each_needed_statement_removed_denies_a_request_it_grants(
 def test_merge_job_unneeded_statements_are_glues_own(
     job_runs: dict[str, Any], needed: dict[int, list[Access]]
 ) -> None:
-    """What the runs do not need is what Glue itself uses (code, logs) or the Data Catalog,
-    which the local session does not call (docs/iam.md says why each stays)."""
+    """What these S3 runs do not need is what Glue itself uses (code, logs) or the Data
+    Catalog, whose calls test_catalog_sync_least_privilege.py records (docs/iam.md)."""
     statements = job_runs["statements"]
     unneeded = {_sid(s) for i, s in enumerate(statements) if i not in needed}
-    assert unneeded == {"ReadJobCode", "JobLogs", "CatalogDefaultDatabase", "CatalogSync"}
+    assert unneeded == {
+        "ReadJobCode",
+        "JobLogs",
+        "CatalogDefaultDatabase",
+        "CatalogSessionLookups",
+        "CatalogSync",
+    }
 
 
 def test_merge_job_change_listing_of_another_prefix_denied(
