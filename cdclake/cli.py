@@ -411,6 +411,67 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command()
+def cost(
+    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
+    tables: Annotated[int, typer.Option(help="Tables of the profile beside the configured")] = 100,
+    active_share: Annotated[
+        float, typer.Option(help="Share of the tables with changes in a cycle (0 to 1)")
+    ] = 0.1,
+    events_per_run: Annotated[
+        int, typer.Option(help="Events a table with changes has in a cycle")
+    ] = 10_000,
+    json_output: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    config_dir: Annotated[
+        Path | None, typer.Option("--config-dir", help="folder of the environment files")
+    ] = None,
+) -> None:
+    """Merge runs' DPU-hours and USD a month: the dispatcher beside a bare schedule."""
+    from cdclake import cost as model
+    from cdclake.config import load_config
+
+    config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
+    try:
+        figures = model.report(
+            config, tables=tables, active_share=active_share, events_per_run=events_per_run
+        )
+    except model.CostError as exc:
+        _fail(str(exc), 2)
+    if json_output:
+        print(json.dumps(figures.as_dict(), indent=2))
+        return
+    out = Console()
+    out.print(
+        f"{figures.env}: merge runs a month; a cycle every {figures.cycle_minutes} min, "
+        f"{figures.profile.active_share:.0%} of the tables have changes in a cycle, "
+        f"{figures.profile.events_per_run:,} events each",
+        highlight=False,
+    )
+    table = Table()
+    for column in ("tables", "design", "runs", "DPU-hours", "USD", "of bare"):
+        table.add_column(column, justify="left" if column == "design" else "right")
+    for scope in (figures.configured, figures.profile):
+        label = f"{scope.tables} ({scope.scope})"
+        for name, design in (
+            ("dispatcher", scope.dispatcher),
+            ("bare schedule", scope.bare_schedule),
+        ):
+            share = f"{scope.share_of_bare:.1%}" if design is scope.dispatcher else ""
+            table.add_row(
+                label, name, f"{design.runs:,.0f}", f"{design.dpu_hours:,.1f}",
+                f"{design.usd:,.0f}", share,
+            )  # fmt: skip
+    out.print(table)
+    met = {True: "met", False: "NOT met"}
+    out.print(
+        f"idle table (dispatcher): {figures.idle_table_dpu_hours:g} DPU-hours "
+        f"(target 0: {met[figures.idle_target_met]}); "
+        f"{figures.profile.tables}-table profile: {figures.profile.share_of_bare:.1%} of bare "
+        f"(target ≤ {model.TARGET_PROFILE_SHARE:.0%}: {met[figures.profile_target_met]})",
+        highlight=False,
+    )
+
+
 def main() -> None:
     """The ``cdclake`` console script: the app inside the error boundary (cdclake/errors.py)."""
     sys.exit(run(app, sys.argv[1:]))

@@ -40,6 +40,8 @@ FreshnessMinutes = Annotated[int, Field(ge=5, le=1440)]
 LogRetention = Literal[
     "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "THREE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "TWO_YEARS"
 ]
+# Glue's worker types the merge runs on (G.*: the ones auto scaling and a run's own size take).
+WorkerType = Literal["G.1X", "G.2X", "G.4X", "G.8X"]
 # Column types the merge job understands for shapes that carry no schema (Spark SQL DDL names).
 ColumnType = Annotated[
     str,
@@ -69,6 +71,18 @@ class FanOutRouting(_Model):
     )
 
 
+class GlueJobSizing(_Model):
+    """A lake table's own merge workers; what it leaves out comes from ``lake.glue_job``."""
+
+    worker_type: WorkerType | None = None
+    number_of_workers: int | None = Field(
+        default=None, ge=2, description="workers a run may scale up to (driver included)"
+    )
+    min_workers: int | None = Field(
+        default=None, ge=2, description="workers a run starts with at least (driver included)"
+    )
+
+
 def merge_job_prefix(prefix: str) -> str:
     """What every merge job name of an environment starts with (and nothing else's does)."""
     return f"{prefix}-merge-"
@@ -95,6 +109,10 @@ class TableConfig(_Model):
     freshness_minutes: FreshnessMinutes | None = Field(
         default=None, description="lake lag objective; default lake.freshness_minutes"
     )
+    glue_job: GlueJobSizing = Field(
+        default_factory=GlueJobSizing,
+        description="the table's merge workers; default lake.glue_job's",
+    )
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> TableConfig:
@@ -110,6 +128,8 @@ class TableConfig(_Model):
             raise ValueError("table goes nowhere: set lake and/or fanout to true")
         if self.freshness_minutes is not None and not self.lake:
             raise ValueError("freshness_minutes is the lake's objective: the table has lake: false")
+        if self.glue_job.model_fields_set and not self.lake:
+            raise ValueError("glue_job sizes the lake's merge: the table has lake: false")
         return self
 
     @property
@@ -249,11 +269,19 @@ WORKER_VCPUS = {"G.1X": 4, "G.2X": 8, "G.4X": 16, "G.8X": 32}
 MERGE_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
 MERGE_FILES_PER_VCPU_SECOND = 2
 RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
+FLEX_WORKER_TYPES = ("G.1X", "G.2X")  # Glue's flexible execution class takes only these
 
 
 class GlueJobConfig(_Model):
-    worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
-    number_of_workers: int = Field(default=2, ge=2)
+    worker_type: WorkerType = "G.1X"
+    # With Glue auto scaling on, the job's NumberOfWorkers is what a run may scale up to; the
+    # dispatcher starts each run with what its pending bytes need, within these bounds.
+    number_of_workers: int = Field(
+        default=2, ge=2, description="workers a run may scale up to (driver included)"
+    )
+    min_workers: int = Field(
+        default=2, ge=2, description="workers a run starts with at least (driver included)"
+    )
     flex: bool = False
     timeout_minutes: int = Field(default=60, ge=1)
     max_bad_fraction: float = Field(default=0.01, ge=0.0, le=1.0)
@@ -269,10 +297,30 @@ class GlueJobConfig(_Model):
         "(default: from workers and timeout)",
     )
 
+    @model_validator(mode="after")
+    def _worker_bounds(self) -> GlueJobConfig:
+        if self.min_workers > self.number_of_workers:
+            raise ValueError(
+                f"min_workers ({self.min_workers}) is more than number_of_workers "
+                f"({self.number_of_workers}), the most a run scales up to"
+            )
+        if self.flex and self.worker_type not in FLEX_WORKER_TYPES:
+            types = " or ".join(FLEX_WORKER_TYPES)
+            raise ValueError(f"flex runs on {types} workers only, not {self.worker_type}")
+        return self
+
+    def _planned_vcpu_seconds_per_executor(self) -> float:
+        return WORKER_VCPUS[self.worker_type] * self.timeout_minutes * 60 * RUN_TIMEOUT_SHARE
+
     def _planned_vcpu_seconds(self) -> float:
         # One worker is the driver; the others run the tasks.
-        executors = (self.number_of_workers - 1) * WORKER_VCPUS[self.worker_type]
-        return executors * self.timeout_minutes * 60 * RUN_TIMEOUT_SHARE
+        return (self.number_of_workers - 1) * self._planned_vcpu_seconds_per_executor()
+
+    def bytes_per_executor(self) -> int:
+        """Bytes one executor (a worker beside the driver) applies in half the timeout at the
+        measured rate: the byte cap's unit, and what the dispatcher sizes a run by
+        (``cdclake_merge.dispatch.Sizing``, from the job's arguments)."""
+        return int(self._planned_vcpu_seconds_per_executor() * MERGE_BYTES_PER_VCPU_SECOND)
 
     def files_per_run(self) -> int:
         """The per-run file cap: configured, or what half the timeout applies at the rate."""
@@ -284,7 +332,7 @@ class GlueJobConfig(_Model):
         """The per-run byte cap: configured, or what half the timeout applies at the rate."""
         if self.max_bytes_per_run is not None:
             return int(self.max_bytes_per_run)
-        return max(int(self._planned_vcpu_seconds() * MERGE_BYTES_PER_VCPU_SECOND), 1)
+        return max((self.number_of_workers - 1) * self.bytes_per_executor(), 1)
 
 
 # Glue's default quota of concurrent job runs per account; the dispatcher stays below it.
@@ -345,6 +393,19 @@ class LakeConfig(_Model):
     def freshness_of(self, table: TableConfig) -> int:
         """Minutes the table may lag its source before its alarm fires."""
         return table.freshness_minutes or self.freshness_minutes
+
+    def glue_job_of(self, table: TableConfig) -> GlueJobConfig:
+        """The table's effective merge job settings: its own ``glue_job`` over ``lake.glue_job``
+        (the job's template, its per-run caps and the dispatcher's bounds all read this).
+        ValueError naming the table when the two together do not hold."""
+        own = table.glue_job.model_dump(exclude_none=True)
+        if not own:
+            return self.glue_job
+        try:
+            return GlueJobConfig.model_validate({**self.glue_job.model_dump(), **own})
+        except ValidationError as exc:
+            reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise ValueError(f"tables[{table.name}].glue_job: {reasons}") from None
 
 
 class MskConfig(_Model):
@@ -475,6 +536,8 @@ class EnvironmentConfig(_Model):
         consumer_names = [c.name for c in self.fanout.consumers]
         if len(set(consumer_names)) != len(consumer_names):
             raise ValueError("fanout.consumers: names must be unique")
+        for table in self.lake_tables:
+            self.lake.glue_job_of(table)  # a table's workers within its bounds
         # The dispatcher's lag datapoint is what keeps a quiet table's alarm quiet: every
         # alarm period must see a turn, or a caught-up table pages.
         interval = self.lake.dispatch.interval_minutes()

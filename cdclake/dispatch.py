@@ -66,13 +66,13 @@ def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[
     from cdclake_merge.dispatch import one_line
     from cdclake_merge.job import MergeOptions, run_merge
 
-    job = config.lake.glue_job
     runs: dict[str, Any] = {}
     factory = None
     for decision in decisions:
         if not decision.start:
             continue
         place = local_place(config, decision.table)
+        job = config.lake.glue_job_of(config.lake_table(decision.table))
         factory = factory or local_spark(local_path(place.warehouse))
         options = MergeOptions(
             table=place.lake_table,
@@ -110,7 +110,7 @@ def publish_local_lag(environment: str, decisions: list[Decision], now: float) -
 
 def render(decisions: list[Decision], runs: dict[str, Any], console: Console) -> None:
     grid = Table(title="cdc-lake dispatch")
-    for column in ("table", "start", "files waiting", "lag", "reason", "run"):
+    for column in ("table", "start", "files waiting", "workers", "lag", "reason", "run"):
         grid.add_column(column, overflow="fold")
     now = time.time()
     for d in decisions:
@@ -123,6 +123,7 @@ def render(decisions: list[Decision], runs: dict[str, Any], console: Console) ->
             d.table,
             "yes" if d.start else "no",
             str(len(d.files_pending)),
+            str(d.workers) if d.workers is not None else "-",
             f"{lag:,.0f} s" if lag is not None else "-",
             d.reason,
             shown,

@@ -5,7 +5,9 @@ as its input, ``{"jobs": ["<prefix>-merge-<schema>-<table>", ...]}``. Each job's
 arguments say where its changes and its Hudi table are; the decision
 (:mod:`cdclake_merge.dispatch`) lists what waits as the merge does, asks Glue for runs in
 progress, and starts the tables with files waiting, oldest first, while the runs in progress
-stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing.
+stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing. Each run
+starts with the workers its pending bytes need, within the bounds in its job's default
+arguments (``--dispatch_min_workers``, ``NumberOfWorkers``).
 
 Each turn it also publishes ``CdcLake/LagSeconds`` for every table it could read: 0 when
 nothing waits, the age of the oldest waiting change file otherwise (the table's watermark,
@@ -78,6 +80,7 @@ def log_decision(decision: Decision) -> None:
         "reason": decision.reason,
         "files_pending": len(decision.files_pending),
         "run_id": decision.run_id,
+        "workers": decision.workers,
         "watermark": decision.watermark,
     }
     logger.info("merge started" if decision.start else "merge not started", extra=extra)

@@ -80,7 +80,6 @@ class MergeJobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
-        job_config = config.glue_job
         if not ENTRY_SCRIPT.exists():  # the merge job is written in parallel; keep synth going
             ENTRY_SCRIPT.touch()
 
@@ -159,6 +158,7 @@ class MergeJobs(Construct):
         self.jobs: dict[str, glue.CfnJob] = {}
         for table in tables:
             name = table.merge_job_name(name_prefix)
+            job_config = config.glue_job_of(table)
             # One job per table: its own arguments, one run at a time.
             job = glue.CfnJob(
                 self,
@@ -173,6 +173,8 @@ class MergeJobs(Construct):
                     script_location=self.script.s3_object_url,
                 ),
                 worker_type=job_config.worker_type,
+                # The most a run scales up to (auto scaling is on); the dispatcher starts each
+                # run with what its pending bytes need, at least the table's min_workers.
                 number_of_workers=job_config.number_of_workers,
                 execution_class="FLEX" if job_config.flex else "STANDARD",
                 # No Glue retries: a retry reads the whole run again, and the failures that
@@ -223,6 +225,10 @@ class MergeJobs(Construct):
                     "--max_bytes_per_run": str(job_config.bytes_per_run()),
                     "--tombstone_retention_days": str(config.tombstone_retention_days),
                     "--environment": environment,
+                    # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
+                    # sizes each run from the bytes waiting, and has no config of its own.
+                    "--dispatch_min_workers": str(job_config.min_workers),
+                    "--dispatch_bytes_per_executor": str(job_config.bytes_per_executor()),
                     # Glue's own.
                     "--datalake-formats": "hudi",
                     "--conf": glue_conf(SPARK_CONF),
@@ -231,6 +237,8 @@ class MergeJobs(Construct):
                     # Without orjson the parser takes its standard-library path.
                     "--additional-python-modules": pinned(JOB_MODULES),
                     "--enable-metrics": "true",
+                    # Idle executors are released within a run; NumberOfWorkers is its maximum.
+                    "--enable-auto-scaling": "true",
                     "--job-bookmark-option": "job-bookmark-disable",
                     "--job-language": "python",
                     "--TempDir": assets_bucket.s3_url_for_object("tmp/"),

@@ -169,8 +169,9 @@ def test_lake_glue_job_no_empty_argument(env: Any) -> None:
 
 
 def test_lake_glue_job_capacity_from_config(env: Any) -> None:
-    job_config = env.config.lake.glue_job
-    for job in jobs(env).values():
+    for table in env.config.lake_tables:
+        job_config = env.config.lake.glue_job_of(table)
+        job = jobs(env)[table.name]
         assert job["GlueVersion"] == "5.0"
         assert job["Command"] == {**job["Command"], "Name": "glueetl", "PythonVersion": "3"}
         assert job["WorkerType"] == job_config.worker_type
@@ -289,7 +290,18 @@ def test_lake_job_role_least_privilege(env: Any) -> None:
     ]
     database = env.config.lake.glue_database
     assert sorted(r.split(":")[-1] for r in glue_resources) == sorted(
-        ["catalog", f"database/{database}", f"table/{database}/*", "catalog", "database/default"]
+        [
+            "catalog",
+            f"database/{database}",
+            f"table/{database}/*",
+            "catalog",
+            "database/default",
+            # CatalogSessionLookups: Spark's global_temp check, Hudi's lookup in `default`.
+            "catalog",
+            "database/global_temp",
+            "database/default",
+            "table/default/*",
+        ]
     )
     writes = {
         render(env, r)
@@ -380,3 +392,27 @@ def test_lake_job_role_writes_quarantine_of_its_tables(env: Any) -> None:
         assert quarantine.split("/")[0] in allowed(env, "s3:ListBucket")
         for action in ("s3:GetObject", *OBJECT_WRITES):
             assert permits(env, action, f"{quarantine}v00000001/part-0.json"), action
+
+
+def test_lake_glue_job_table_workers_override_the_lakes(synth) -> None:  # type: ignore[no-untyped-def]
+    prod = synth("prod")
+    table = prod.config.table("public.order_lines")
+    assert table.glue_job.number_of_workers is not None, "prod sizes order_lines on its own"
+    job = jobs(prod)[table.name]
+    assert job["NumberOfWorkers"] == table.glue_job.number_of_workers
+    assert job["NumberOfWorkers"] != prod.config.lake.glue_job.number_of_workers
+
+
+def test_lake_glue_job_auto_scaling_on(env: Any) -> None:
+    for job in jobs(env).values():
+        assert job["DefaultArguments"]["--enable-auto-scaling"] == "true"
+
+
+def test_lake_glue_job_run_caps_and_dispatch_bounds_follow_the_tables_workers(env: Any) -> None:
+    for table in env.config.lake_tables:
+        job_config = env.config.lake.glue_job_of(table)
+        args = jobs(env)[table.name]["DefaultArguments"]
+        assert args["--max_bytes_per_run"] == str(job_config.bytes_per_run())
+        assert args["--max_files_per_run"] == str(job_config.files_per_run())
+        assert args["--dispatch_min_workers"] == str(job_config.min_workers)
+        assert args["--dispatch_bytes_per_executor"] == str(job_config.bytes_per_executor())

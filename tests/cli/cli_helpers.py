@@ -76,6 +76,12 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
         "unknown_table": NO_TABLE,
         "unknown_env": Case(("dispatch", "--env", "nope"), 2, "no environment config"),
     },
+    "cost": {
+        "no_credentials": NO_AWS,
+        "stack_stopped": NO_LOCAL,
+        "unknown_table": NO_TABLE,
+        "unknown_env": Case(("cost", "--env", "nope"), 2, "no environment config"),
+    },
     "merge": {
         "no_credentials": Case(
             ("merge", "--env", "dev", "--table", "public.orders"), 2, "glue start-job-run"

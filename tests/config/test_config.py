@@ -287,3 +287,89 @@ def test_dispatch_config_interval_of_every_n_minutes_cron_is_n() -> None:
 
     assert DispatchConfig(schedule="cron(0/20 * * * ? *)").interval_minutes() == 20
     assert DispatchConfig(schedule="cron(0 12 * * ? *)").interval_minutes() is None
+
+
+# --- a table's own merge workers (issue 26, right-sized runs) -----------------------------------
+
+
+def _sized_tables(own: dict[str, object], **lake_job: object) -> dict[str, object]:
+    data = _minimal()
+    data["lake"] = {"glue_job": {"worker_type": "G.1X", "number_of_workers": 4, **lake_job}}
+    data["tables"] = [
+        {"name": "public.orders", "primary_key": ["id"], "glue_job": own},
+        {"name": "public.customers", "primary_key": ["id"]},
+    ]
+    return data
+
+
+def test_glue_job_of_table_override_wins_over_lake(tmp_path: Path) -> None:
+    own = {"worker_type": "G.2X", "number_of_workers": 10, "min_workers": 3}
+    config = load_config(path=_write(tmp_path, _sized_tables(own, timeout_minutes=30)))
+    job = config.lake.glue_job_of(config.table("public.orders"))
+    assert (job.worker_type, job.number_of_workers, job.min_workers) == ("G.2X", 10, 3)
+    assert job.timeout_minutes == 30  # what the table leaves out comes from the lake
+
+
+def test_glue_job_of_table_without_override_is_the_lakes(tmp_path: Path) -> None:
+    config = load_config(path=_write(tmp_path, _sized_tables({"min_workers": 3})))
+    assert config.lake.glue_job_of(config.table("public.customers")) == config.lake.glue_job
+
+
+def test_glue_job_of_run_caps_follow_the_tables_workers(tmp_path: Path) -> None:
+    config = load_config(path=_write(tmp_path, _sized_tables({"number_of_workers": 7})))
+    own = config.lake.glue_job_of(config.table("public.orders"))
+    lake = config.lake.glue_job
+    # One worker is the driver: 6 executors against the lake's 3.
+    assert own.bytes_per_run() == 2 * lake.bytes_per_run()
+    assert own.files_per_run() == 2 * lake.files_per_run()
+
+
+def test_glue_job_config_bytes_per_executor_is_the_byte_caps_unit() -> None:
+    from cdclake.config import GlueJobConfig
+
+    job = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
+    assert job.bytes_per_run() == 4 * job.bytes_per_executor()
+
+
+def test_load_config_table_min_workers_above_its_maximum_names_the_table(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, _sized_tables({"min_workers": 5})))
+    message = str(excinfo.value)
+    assert "tables[public.orders].glue_job" in message
+    assert "min_workers (5) is more than number_of_workers (4)" in message
+
+
+def test_load_config_lake_min_workers_above_its_maximum_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"glue_job": {"number_of_workers": 3, "min_workers": 4}}
+    with pytest.raises(ConfigError, match=r"min_workers \(4\) is more than number_of_workers"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_table_one_worker_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, _sized_tables({"number_of_workers": 1})))
+    assert "tables.0.glue_job.number_of_workers" in str(excinfo.value)
+
+
+def test_load_config_flex_on_large_workers_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path=_write(tmp_path, _sized_tables({"worker_type": "G.4X"}, flex=True)))
+    assert "tables[public.orders].glue_job: flex runs on G.1X or G.2X workers only, not G.4X" in (
+        str(excinfo.value)
+    )
+
+
+def test_load_config_glue_job_of_fanout_only_table_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [
+        {
+            "name": "public.orders",
+            "primary_key": ["id"],
+            "lake": False,
+            "fanout": True,
+            "glue_job": {"number_of_workers": 4},
+        },
+    ]
+    with pytest.raises(ConfigError, match="glue_job sizes the lake's merge: the table has lake"):
+        load_config(path=_write(tmp_path, data))

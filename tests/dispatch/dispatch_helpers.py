@@ -197,3 +197,55 @@ def lag_alarm_threshold(template: dict[str, Any], table: str) -> float:
     ]
     (alarm,) = found
     return float(alarm["Threshold"])
+
+
+# --- right-sized runs (a run's workers from the bytes waiting) ----------------------------------
+
+
+def create_sized_job(
+    world: World,
+    table: str,
+    *,
+    min_workers: int,
+    max_workers: int,
+    bytes_per_executor: int,
+    max_bytes_per_run: int | None = None,
+) -> str:
+    """The table's merge job as the stack defines it with worker bounds: G.1X workers up to
+    ``max_workers`` (auto scaling on) and the dispatcher's arguments."""
+    name = job_name(table)
+    world.glue.create_job(
+        Name=name,
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+        GlueVersion="5.0",
+        WorkerType="G.1X",
+        NumberOfWorkers=max_workers,
+        ExecutionProperty={"MaxConcurrentRuns": 1},
+        DefaultArguments={
+            "--table": table,
+            "--changes_path": changes_of(table),
+            "--warehouse_path": WAREHOUSE,
+            "--database": DATABASE,
+            "--record_key": "id",
+            "--enable-auto-scaling": "true",
+            "--dispatch_min_workers": str(min_workers),
+            "--dispatch_bytes_per_executor": str(bytes_per_executor),
+            **(
+                {"--max_bytes_per_run": str(max_bytes_per_run)}
+                if max_bytes_per_run is not None
+                else {}
+            ),
+        },
+    )
+    return name
+
+
+def put_change_bytes(world: World, table: str, offset: int, size: int) -> str:
+    """A change file of ``size`` bytes (JSON lines) where the S3 sink writes it; its path."""
+    topic = f"{PREFIX}.{table}"
+    key = f"topics/{topic}/partition=0/{topic}+0+{offset:010d}.json"
+    line = b'{"payload": {}}\n'
+    body = (line * (size // len(line) + 1))[:size]
+    world.s3.put_object(Bucket=CHANGES, Key=key, Body=body)
+    return f"s3://{CHANGES}/{key}"

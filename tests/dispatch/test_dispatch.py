@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdclake_merge.dispatch import Decision, dispatch, target_from_job
+from cdclake_merge.dispatch import Decision, dispatch, sizing_of, target_from_job
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
@@ -16,10 +16,12 @@ from tests.dispatch.dispatch_helpers import (
     World,
     commit_everything_listed,
     create_job,
+    create_sized_job,
     hold_runs,
     job_name,
     lake_on_moto,
     mark_catalog_unsynced,
+    put_change_bytes,
     put_change_file,
 )
 
@@ -150,3 +152,88 @@ def test_dispatch_commit_missing_from_catalog_goes_before_waiting_files(world: W
     put_change_file(world, CUSTOMERS, 0)
     decisions = _dispatch(world, CUSTOMERS, ORDERS, budget=1)
     assert decisions[ORDERS].start and not decisions[CUSTOMERS].start
+
+
+# --- right-sized runs: each run's workers from the bytes waiting, within the job's bounds ------
+
+
+def _sized_dispatch(world: World, *sizes: int, **bounds: int) -> Decision:
+    """ORDERS with files of ``sizes`` bytes waiting, its job bounded by ``bounds``, dispatched."""
+    for offset, size in enumerate(sizes):
+        put_change_bytes(world, ORDERS, offset, size)
+    target = target_from_job(world.glue, create_sized_job(world, ORDERS, **bounds))
+    (decision,) = dispatch([target], fs=S3FileSystem(world.s3), glue=world.glue, budget=1)
+    return decision
+
+
+def _run_workers(world: World, decision: Decision) -> tuple[object, object]:
+    run = world.glue.get_job_run(JobName=job_name(ORDERS), RunId=decision.run_id)["JobRun"]
+    return run.get("WorkerType"), run.get("NumberOfWorkers")
+
+
+def test_dispatch_small_backlog_starts_with_min_workers(world: World) -> None:
+    decision = _sized_dispatch(world, 100, min_workers=2, max_workers=6, bytes_per_executor=1000)
+    assert decision.workers == 2
+    assert _run_workers(world, decision) == ("G.1X", 2)
+
+
+def test_dispatch_large_backlog_starts_with_max_workers(world: World) -> None:
+    decision = _sized_dispatch(
+        world, 4000, 4000, 4000, min_workers=2, max_workers=6, bytes_per_executor=1000
+    )
+    assert decision.workers == 6
+    assert _run_workers(world, decision) == ("G.1X", 6)
+
+
+def test_dispatch_backlog_between_bounds_gets_an_executor_per_share_and_a_driver(
+    world: World,
+) -> None:
+    # 2,500 bytes at 1,000 an executor: 3 executors and the driver.
+    decision = _sized_dispatch(
+        world, 1500, 1000, min_workers=2, max_workers=10, bytes_per_executor=1000
+    )
+    assert _run_workers(world, decision) == ("G.1X", 4)
+
+
+def test_dispatch_byte_cap_bounds_the_workers(world: World) -> None:
+    # The run applies 2,000 of the 9,000 bytes waiting: 2 executors and the driver.
+    decision = _sized_dispatch(
+        world,
+        3000,
+        3000,
+        3000,
+        min_workers=2,
+        max_workers=10,
+        bytes_per_executor=1000,
+        max_bytes_per_run=2000,
+    )
+    assert _run_workers(world, decision) == ("G.1X", 3)
+
+
+def test_dispatch_min_workers_raise_a_small_run(world: World) -> None:
+    decision = _sized_dispatch(world, 100, min_workers=4, max_workers=6, bytes_per_executor=1000)
+    assert _run_workers(world, decision) == ("G.1X", 4)
+
+
+def test_dispatch_job_without_bounds_starts_with_its_own_workers(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and decision.workers is None
+    run = world.glue.get_job_run(JobName=job_name(ORDERS), RunId=decision.run_id)["JobRun"]
+    assert "NumberOfWorkers" not in run
+
+
+def test_dispatch_decision_json_reports_the_workers(world: World) -> None:
+    decision = _sized_dispatch(world, 2500, min_workers=2, max_workers=10, bytes_per_executor=1000)
+    assert decision.as_json(time.time())["workers"] == 4
+
+
+def test_sizing_of_bound_not_a_number_names_job_and_argument(world: World) -> None:
+    name = create_sized_job(world, ORDERS, min_workers=2, max_workers=4, bytes_per_executor=1)
+    job = world.glue.get_job(JobName=name)["Job"]
+    job["DefaultArguments"]["--dispatch_min_workers"] = "two"
+    with pytest.raises(LookupError) as excinfo:
+        sizing_of(job)
+    assert str(excinfo.value) == (
+        f"Glue job {name}: --dispatch_min_workers must be a positive whole number: 'two'"
+    )

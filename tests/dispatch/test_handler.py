@@ -12,8 +12,10 @@ from tests.dispatch.dispatch_helpers import (
     FakeContext,
     World,
     create_job,
+    create_sized_job,
     job_name,
     lake_on_moto,
+    put_change_bytes,
     put_change_file,
 )
 
@@ -55,3 +57,13 @@ def test_dispatcher_handler_missing_job_fails_after_the_others(world: World) -> 
 def test_dispatcher_handler_event_without_jobs_is_refused(world: World) -> None:
     with pytest.raises(ValueError, match="'jobs' must be a list of Glue job names"):
         handler({"jobs": "cdclake-dev-merge-public-orders"}, FakeContext())  # type: ignore[arg-type]
+
+
+def test_dispatcher_handler_starts_the_run_sized_to_what_waits(world: World) -> None:
+    job = create_sized_job(
+        world, "public.orders", min_workers=2, max_workers=8, bytes_per_executor=1000
+    )
+    put_change_bytes(world, "public.orders", 0, 3000)  # 3 executors and the driver
+    handler({"jobs": [job]}, FakeContext())  # type: ignore[arg-type]
+    (run,) = world.glue.get_job_runs(JobName=job)["JobRuns"]
+    assert (run["WorkerType"], run["NumberOfWorkers"]) == ("G.1X", 4)

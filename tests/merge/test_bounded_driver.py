@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,25 @@ from cdclake_merge.debezium import TableSpec
 from cdclake_merge.hudi import MAX_NAMED_KEYS, HudiTable
 from cdclake_merge.job import RunResult, read_and_count
 from cdclake_merge.transforms import MANY_REASONS, parse_lines, run_summary, split_lines
-from tests.merge.support import CLI, Lake, envelope
+from tests.merge.support import Lake, envelope
 
 SMALL_DRIVER = "450m"
 MILLION = 1_000_000
 # The Python driver's peak with every bad line's reason collected was 790 MB (1M reasons,
 # 450m JVM); counted by kind it is about 165 MB, most of it pyspark itself.
 DRIVER_PEAK_LIMIT_KB = 400 * 1024
+# `cdclake` as the console script runs it, writing its own peak (the Python process alone:
+# RUSAGE_SELF; the JVM it starts is another process) to the file named first.
+MEASURED_CLI = """
+import atexit, resource, sys
+from pathlib import Path
+peak = Path(sys.argv.pop(1))
+atexit.register(
+    lambda: peak.write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+)
+from cdclake.cli import main
+main()
+"""
 
 
 def _note_line(i: int) -> str:
@@ -53,24 +66,23 @@ def million_bad_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``cdclake merge``, 450m driver, of a million lines ``--type note=double`` makes bad."""
     root = tmp_path_factory.mktemp("million-bad")
     _bad_note_lines(root / "changes", MILLION, files=50)
-    args = [*CLI, "merge", "--changes", str(root / "changes"), "--warehouse", str(root / "wh")]
+    args = [sys.executable, "-c", MEASURED_CLI, str(root / "peak_kb"), "merge"]
+    args += ["--changes", str(root / "changes"), "--warehouse", str(root / "wh")]
     args += ["--table", "cli.orders", "--key", "id", "--type", "note=double", "--json"]
     started = time.monotonic()
-    with (root / "stderr.txt").open("w") as stderr:
-        process = subprocess.Popen(
-            args,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env={**os.environ, "CDCLAKE_DRIVER_MEMORY": SMALL_DRIVER},
-        )
-        # Waited for here, not by Popen: wait4 reports this process's own peak memory.
-        _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.run(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CDCLAKE_DRIVER_MEMORY": SMALL_DRIVER},
+        check=False,
+    )
     return {
-        "returncode": process.returncode,
-        "stderr": (root / "stderr.txt").read_text(),
+        "returncode": done.returncode,
+        "stderr": done.stderr,
         "seconds": time.monotonic() - started,
-        "peak_kb": usage.ru_maxrss,
+        "peak_kb": int((root / "peak_kb").read_text()),
         "quarantine": root / "wh" / "_quarantine" / "cli.orders" / "failed-v00000001",
     }
 

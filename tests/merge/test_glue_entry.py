@@ -104,7 +104,8 @@ def test_glue_entry_template_run_cap_reaches_run(synth) -> None:  # type: ignore
     customers = job_arguments(synth("dev").template("lake"), "public.customers")
     module = runpy.run_path(str(ENTRY))
     options = module["merge_options"](module["parse_arguments"](local_argv(customers, Path("/b"))))
-    glue_job = load_config("dev").lake.glue_job
+    dev = load_config("dev")
+    glue_job = dev.lake.glue_job_of(dev.table("public.customers"))
     assert (options.max_files, options.max_bytes) == (
         glue_job.files_per_run(),
         glue_job.bytes_per_run(),

@@ -12,6 +12,13 @@ this turn); files wait: when the oldest of them was written, and its lag is now 
 The dispatcher publishes that lag (:func:`cdclake_merge.metrics.publish_lags`), so a quiet
 table reports 0 and a table whose files wait while its runs fail or never start reports a lag
 that grows.
+
+Each run started is sized to what waits (:class:`Sizing`): an executor per
+``--dispatch_bytes_per_executor`` of pending bytes (what a worker applies in half the timeout
+at the measured rate, ``cdclake.config.GlueJobConfig.bytes_per_executor``) and the driver,
+within the table's ``--dispatch_min_workers`` and its job's ``NumberOfWorkers``; Glue auto
+scaling releases what a run leaves idle. The bounds come from the job's default arguments:
+the Lambda has no config of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +39,26 @@ MAX_ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """A table's bounds for a run's workers (its Glue job's; driver included)."""
+
+    worker_type: str
+    min_workers: int
+    max_workers: int
+    bytes_per_executor: int
+    max_bytes_per_run: int | None = None  # the run applies at most this much of what waits
+
+    def workers_for(self, pending_bytes: int) -> int:
+        """Workers a run of ``pending_bytes`` starts with: the driver and an executor per
+        ``bytes_per_executor`` of what the run applies, within the bounds."""
+        applied = max(pending_bytes, 0)
+        if self.max_bytes_per_run is not None:
+            applied = min(applied, self.max_bytes_per_run)
+        executors = -(-applied // self.bytes_per_executor)
+        return min(max(executors + 1, self.min_workers), self.max_workers)
+
+
+@dataclass(frozen=True)
 class Target:
     """One lake table: where its changes and its Hudi table are, and its Glue job."""
 
@@ -40,6 +67,7 @@ class Target:
     warehouse: str
     changes: str
     job: str | None = None  # None: the local stack, where the merge runs in process
+    sizing: Sizing | None = None  # None: runs start with the job's own workers
 
 
 @dataclass(frozen=True)
@@ -55,6 +83,8 @@ class Decision:
     # Epoch seconds before which every change file is applied; None: not read, or the table
     # never received a change file (a capture that delivers nothing must not look fresh).
     watermark: float | None = None
+    workers: int | None = None  # the run's workers (its maximum); None: the job's own
+    worker_type: str | None = None
 
     def lag_seconds(self, now: float) -> float | None:
         """``now`` (epoch seconds) minus the watermark, never negative; 0 where nothing waits
@@ -81,6 +111,7 @@ class Decision:
             "job": self.job,
             "run_id": self.run_id,
             "failed": self.failed,
+            "workers": self.workers,
             "lag_seconds": round(lag, 1) if lag is not None else None,
         }
 
@@ -115,9 +146,10 @@ def target_from_job(glue: Any, job: str) -> Target:
     """The table as its Glue job merges it: the job's default arguments, read as the job reads
     them (glue_jobs/merge_job.py). LookupError with a one-line reason otherwise."""
     try:
-        arguments = glue.get_job(JobName=job)["Job"].get("DefaultArguments", {})
+        definition = glue.get_job(JobName=job)["Job"]
     except glue.exceptions.EntityNotFoundException:
         raise LookupError(f"Glue job {job} not found") from None
+    arguments = definition.get("DefaultArguments", {})
     needed = ("--table", "--changes_path", "--warehouse_path", "--database")
     missing = [a for a in needed if a not in arguments]
     if missing:
@@ -129,6 +161,39 @@ def target_from_job(glue: Any, job: str) -> Target:
         warehouse=arguments["--warehouse_path"],
         changes=arguments["--changes_path"],
         job=job,
+        sizing=sizing_of(definition),
+    )
+
+
+SIZING_ARGUMENTS = ("--dispatch_min_workers", "--dispatch_bytes_per_executor")
+
+
+def sizing_of(definition: dict[str, Any]) -> Sizing | None:
+    """The job's bounds for a run's workers (``GetJob``'s Job); None for a job defined without
+    them or without G.* workers (its runs start as defined: a run's own size needs both).
+    LookupError naming the argument when one is not a positive whole number."""
+    arguments = definition.get("DefaultArguments", {})
+    worker_type = str(definition.get("WorkerType", ""))
+    maximum = definition.get("NumberOfWorkers")
+    if not all(a in arguments for a in SIZING_ARGUMENTS) or not worker_type.startswith("G."):
+        return None
+    if not isinstance(maximum, int):
+        return None
+    values: dict[str, int] = {}
+    for name in (*SIZING_ARGUMENTS, "--max_bytes_per_run"):
+        if name not in arguments:  # the byte cap is optional
+            continue
+        value = str(arguments[name])
+        if not value.isdigit() or int(value) < 1:
+            job = definition.get("Name")
+            raise LookupError(f"Glue job {job}: {name} must be a positive whole number: {value!r}")
+        values[name] = int(value)
+    return Sizing(
+        worker_type=worker_type,
+        min_workers=values["--dispatch_min_workers"],
+        max_workers=maximum,
+        bytes_per_executor=values["--dispatch_bytes_per_executor"],
+        max_bytes_per_run=values.get("--max_bytes_per_run"),
     )
 
 
@@ -171,6 +236,15 @@ def _has_work(pending: Pending | None) -> bool:
     return pending is not None and (bool(pending.files) or pending.catalog_unsynced)
 
 
+def _sized(decision: Decision, survey: Survey) -> Decision:
+    """The decision with its run's workers, from what waits, where the table has bounds."""
+    sizing = survey.target.sizing
+    if sizing is None:
+        return decision
+    pending = sum(f.size for f in survey.pending.files) if survey.pending else 0
+    return replace(decision, workers=sizing.workers_for(pending), worker_type=sizing.worker_type)
+
+
 def decide(surveys: Sequence[Survey], budget: int) -> list[Decision]:
     """Start the tables with files waiting and no run in progress, oldest waiting first, while
     the runs in progress stay within ``budget``. In the order of ``surveys``."""
@@ -203,7 +277,7 @@ def decide(surveys: Sequence[Survey], budget: int) -> list[Decision]:
                 else "the last commit is not registered in the catalog yet"
             )
             if s.target.table in chosen:
-                decisions.append(replace(base, start=True, reason=work))
+                decisions.append(_sized(replace(base, start=True, reason=work), s))
             else:
                 taken = f"the budget of {budget} concurrent runs is taken (older changes first)"
                 decisions.append(replace(base, reason=f"{work}; {taken}"))
@@ -217,8 +291,13 @@ def start_runs(glue: Any, decisions: Sequence[Decision]) -> list[Decision]:
         if not decision.start or decision.job is None:
             started.append(decision)
             continue
+        size = (
+            {"NumberOfWorkers": decision.workers, "WorkerType": decision.worker_type}
+            if decision.workers is not None and decision.worker_type is not None
+            else {}
+        )
         try:
-            run_id = str(glue.start_job_run(JobName=decision.job)["JobRunId"])
+            run_id = str(glue.start_job_run(JobName=decision.job, **size)["JobRunId"])
         except Exception as exc:  # another start won the race, a quota, throttling
             reason = f"not started: {one_line(exc)}"
             started.append(replace(decision, start=False, reason=reason, failed=True))

@@ -1,0 +1,277 @@
+"""What the merge runs cost a month: the dispatcher's design beside a bare schedule (issue 26).
+
+A Glue run is paid per DPU-second for at least a minute. The dispatcher starts a table's run
+only in a cycle (a turn of ``lake.dispatch.schedule``) in which change files wait; a bare
+schedule starts every table's run every cycle, whether anything changed or not. This module
+turns an environment's config and a change profile into DPU-hours and USD a month for both,
+from the constants below. Pure arithmetic on the config: no AWS, no Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cdclake.config import WORKER_VCPUS, EnvironmentConfig, GlueJobConfig, TableConfig
+from cdclake_merge.dispatch import Sizing
+
+# --- Constants, each with its source (docs/cost.md#cost-model) -------------------------------
+
+# Glue prices per DPU-hour (aws.amazon.com/glue/pricing, Spark jobs, us-east-1):
+# standard 0.44 USD; Flex 0.29 USD ("up to 34 %" less) for runs that may start late.
+USD_PER_DPU_HOUR = 0.44
+USD_PER_DPU_HOUR_FLEX = 0.29
+# Glue 2.0 and later bill per second with a one-minute minimum per run (the pricing page):
+# a run that finds nothing pays the minimum.
+MINIMUM_BILLED_SECONDS = 60.0
+# DPUs of one worker (Glue's worker types): what a worker is billed as.
+WORKER_DPUS = {"G.1X": 1, "G.2X": 2, "G.4X": 4, "G.8X": 8}
+# An assumption, not a measurement: Glue's start of a run (workers, the Spark session, the
+# job's imports and catalog calls) that every run pays. Glue 2.0 and later start "with reduced
+# startup times" (docs.aws.amazon.com/glue/latest/dg/reduced-start-times-spark-etl-jobs.html)
+# and give no figure; a run's ExecutionTime on AWS replaces it. Below the minimum either way.
+GLUE_START_SECONDS = 30.0
+# Measured: the merge's own work when nothing is new, over 100,000 applied change files
+# (docs/reliability.md, "History": 0.47 s).
+NOOP_RUN_SECONDS = 0.47
+# Measured: 10,000 changes merged into a 3,000,000-row MERGE_ON_READ table in 20.71 s on
+# 2 vCPUs (bench/results/merge_incremental-20261123-235246.json), every stage of the run
+# included, so a conservative rate for small batches; scaled by the run's executor vCPUs.
+BENCH_EVENTS = 10_000
+BENCH_SECONDS = 20.71
+BENCH_VCPUS = 2
+EVENTS_PER_VCPU_SECOND = BENCH_EVENTS / BENCH_SECONDS / BENCH_VCPUS
+# Measured: bytes of change files an event takes, schema-included Debezium envelopes
+# (bench/results/initial_load-20261124-093749.json: 3,607,260,979 bytes for 1,000,000 rows);
+# the dispatcher sizes a run's workers by the bytes waiting.
+BYTES_PER_EVENT = 3_607_260_979 / 1_000_000
+# A month of cycles: 30 days.
+MONTH_MINUTES = 30 * 24 * 60
+
+# Targets (issue 26): an idle table costs nothing; the profile at most this share of bare.
+PROFILE_TABLES = 100
+PROFILE_ACTIVE_SHARE = 0.1
+PROFILE_EVENTS_PER_RUN = BENCH_EVENTS
+TARGET_PROFILE_SHARE = 0.15
+
+
+class CostError(ValueError):
+    """A profile or config the model cannot price; the message names what and why."""
+
+
+def glue_job_of(config: EnvironmentConfig, table: TableConfig) -> GlueJobConfig:
+    """The Glue job settings of ``table``'s merge runs: its own over the lake's."""
+    return config.lake.glue_job_of(table)
+
+
+def dispatched_workers(job: GlueJobConfig, events: int) -> int:
+    """Workers the dispatcher starts a run of ``events`` with: its own sizing, by bytes."""
+    sizing = Sizing(
+        worker_type=job.worker_type,
+        min_workers=job.min_workers,
+        max_workers=job.number_of_workers,
+        bytes_per_executor=job.bytes_per_executor(),
+        max_bytes_per_run=job.bytes_per_run(),
+    )
+    return sizing.workers_for(int(events * BYTES_PER_EVENT))
+
+
+def run_seconds(job: GlueJobConfig, events: int, workers: int) -> float:
+    """Seconds a run of ``workers`` applying ``events`` lasts: Glue's start, the no-op work,
+    the events at the measured rate on its executors (the workers beside the driver)."""
+    executor_vcpus = (workers - 1) * WORKER_VCPUS[job.worker_type]
+    return (
+        GLUE_START_SECONDS + NOOP_RUN_SECONDS + events / (EVENTS_PER_VCPU_SECOND * executor_vcpus)
+    )
+
+
+def run_dpu_hours(job: GlueJobConfig, events: int, workers: int) -> float:
+    """DPU-hours one run is billed: its seconds, at least the minimum, times its DPUs."""
+    billed = max(MINIMUM_BILLED_SECONDS, run_seconds(job, events, workers))
+    return billed * workers * WORKER_DPUS[job.worker_type] / 3600
+
+
+def usd_per_dpu_hour(job: GlueJobConfig) -> float:
+    return USD_PER_DPU_HOUR_FLEX if job.flex else USD_PER_DPU_HOUR
+
+
+@dataclass(frozen=True)
+class Design:
+    """One design's month: runs started, DPU-hours and USD billed."""
+
+    runs: float
+    dpu_hours: float
+    usd: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "runs": round(self.runs, 1),
+            "dpu_hours": round(self.dpu_hours, 3),
+            "usd": round(self.usd, 2),
+        }
+
+    def __add__(self, other: Design) -> Design:
+        return Design(
+            self.runs + other.runs, self.dpu_hours + other.dpu_hours, self.usd + other.usd
+        )
+
+
+NOTHING = Design(0.0, 0.0, 0.0)
+
+
+def table_month(
+    job: GlueJobConfig, *, cycles: float, active_share: float, events_per_run: int
+) -> tuple[Design, Design]:
+    """(dispatcher, bare schedule) for one table with changes in ``active_share`` of cycles.
+
+    The dispatcher starts a run only in a cycle whose change files wait, with the workers its
+    sizing gives the bytes waiting; the bare schedule starts one every cycle with the job's
+    configured workers (the design before issue 26)."""
+    usd = usd_per_dpu_hour(job)
+    active_cycles = cycles * active_share if events_per_run > 0 else 0.0
+    sized = run_dpu_hours(job, events_per_run, dispatched_workers(job, events_per_run))
+    dispatched = Design(active_cycles, active_cycles * sized, active_cycles * sized * usd)
+    busy = run_dpu_hours(job, events_per_run, job.number_of_workers)
+    idle = run_dpu_hours(job, 0, job.number_of_workers)
+    bare_hours = active_cycles * busy + (cycles - active_cycles) * idle
+    return dispatched, Design(cycles, bare_hours, bare_hours * usd)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The month of ``tables`` lake tables under a change profile, both designs."""
+
+    scope: str  # "configured" (the environment's lake tables) or "profile"
+    tables: int
+    active_share: float
+    events_per_run: int
+    dispatcher: Design
+    bare_schedule: Design
+
+    @property
+    def share_of_bare(self) -> float:
+        """The dispatcher's DPU-hours as a share of the bare schedule's."""
+        if self.bare_schedule.dpu_hours == 0:
+            return 0.0
+        return self.dispatcher.dpu_hours / self.bare_schedule.dpu_hours
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "tables": self.tables,
+            "active_share": self.active_share,
+            "events_per_run": self.events_per_run,
+            "dispatcher": self.dispatcher.as_dict(),
+            "bare_schedule": self.bare_schedule.as_dict(),
+            "share_of_bare": round(self.share_of_bare, 4),
+        }
+
+
+def cycle_minutes(config: EnvironmentConfig) -> int:
+    """Minutes between two dispatcher turns; a bare schedule is priced at the same cadence."""
+    minutes = config.lake.dispatch.interval_minutes()
+    if minutes is None:
+        raise CostError(
+            f"lake.dispatch.schedule {config.lake.dispatch.schedule} of {config.env}: the cost "
+            "model needs rate(...) or an every-N-minutes cron to count its turns"
+        )
+    return minutes
+
+
+def _check_profile(active_share: float, events_per_run: int, tables: int | None) -> None:
+    if not 0.0 <= active_share <= 1.0:
+        raise CostError(f"--active-share {active_share}: a share of the tables, from 0 to 1")
+    if events_per_run < 0:
+        raise CostError(f"--events-per-run {events_per_run}: a count of events, 0 or more")
+    if tables is not None and tables < 1:
+        raise CostError(f"--tables {tables}: at least one table")
+
+
+def estimate(
+    config: EnvironmentConfig,
+    *,
+    active_share: float,
+    events_per_run: int,
+    tables: int | None = None,
+) -> Estimate:
+    """The month of ``config``'s lake tables, or of ``tables`` tables with the lake's job."""
+    _check_profile(active_share, events_per_run, tables)
+    cycles = MONTH_MINUTES / cycle_minutes(config)
+    if tables is None:
+        jobs = [glue_job_of(config, table) for table in config.lake_tables]
+        scope = "configured"
+    else:
+        # Hypothetical tables take the lake section's job, the default of every table.
+        jobs = [config.lake.glue_job] * tables
+        scope = "profile"
+    dispatcher, bare = NOTHING, NOTHING
+    for job in jobs:
+        dispatched, scheduled = table_month(
+            job, cycles=cycles, active_share=active_share, events_per_run=events_per_run
+        )
+        dispatcher, bare = dispatcher + dispatched, bare + scheduled
+    return Estimate(scope, len(jobs), active_share, events_per_run, dispatcher, bare)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``cdclake cost`` prints: both scopes, the constants, the targets."""
+
+    env: str
+    cycle_minutes: int
+    configured: Estimate
+    profile: Estimate
+    idle_table_dpu_hours: float
+
+    @property
+    def idle_target_met(self) -> bool:
+        return self.idle_table_dpu_hours == 0.0
+
+    @property
+    def profile_target_met(self) -> bool:
+        return self.profile.share_of_bare <= TARGET_PROFILE_SHARE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "cycle_minutes": self.cycle_minutes,
+            "estimates": [self.configured.as_dict(), self.profile.as_dict()],
+            "targets": {
+                "idle_table_dpu_hours": self.idle_table_dpu_hours,
+                "idle_table_met": self.idle_target_met,
+                "profile_share_of_bare": round(self.profile.share_of_bare, 4),
+                "profile_share_at_most": TARGET_PROFILE_SHARE,
+                "profile_met": self.profile_target_met,
+            },
+            "constants": constants(),
+        }
+
+
+def report(
+    config: EnvironmentConfig,
+    *,
+    tables: int = PROFILE_TABLES,
+    active_share: float = PROFILE_ACTIVE_SHARE,
+    events_per_run: int = PROFILE_EVENTS_PER_RUN,
+) -> Report:
+    """The configured tables and a ``tables``-table profile under the same change profile."""
+    configured = estimate(config, active_share=active_share, events_per_run=events_per_run)
+    profile = estimate(
+        config, active_share=active_share, events_per_run=events_per_run, tables=tables
+    )
+    # A table that never has changes: the dispatcher starts nothing for it.
+    idle = estimate(config, active_share=0.0, events_per_run=events_per_run, tables=1)
+    return Report(config.env, cycle_minutes(config), configured, profile, idle.dispatcher.dpu_hours)
+
+
+def constants() -> dict[str, float]:
+    return {
+        "usd_per_dpu_hour": USD_PER_DPU_HOUR,
+        "usd_per_dpu_hour_flex": USD_PER_DPU_HOUR_FLEX,
+        "minimum_billed_seconds": MINIMUM_BILLED_SECONDS,
+        "glue_start_seconds": GLUE_START_SECONDS,
+        "noop_run_seconds": NOOP_RUN_SECONDS,
+        "bytes_per_event": round(BYTES_PER_EVENT),
+        "events_per_vcpu_second": round(EVENTS_PER_VCPU_SECOND, 1),
+        "month_minutes": MONTH_MINUTES,
+    }
