@@ -28,15 +28,18 @@ MILLION = 1_000_000
 # The Python driver's peak with every bad line's reason collected was 790 MB (1M reasons,
 # 450m JVM); counted by kind it is about 165 MB, most of it pyspark itself.
 DRIVER_PEAK_LIMIT_KB = 400 * 1024
-# `cdclake` as the console script runs it, writing its own peak (the Python process alone:
-# RUSAGE_SELF; the JVM it starts is another process) to the file named first.
+# `cdclake` as the console script runs it, writing its own peak to the file named first: the
+# Python process alone (the JVM it starts is another process), as VmHWM, the high-water mark
+# of this program's memory. Not ru_maxrss: that keeps the forking parent's size across exec,
+# and the parent here is the test session, hundreds of MB into a full run.
 MEASURED_CLI = """
-import atexit, resource, sys
+import atexit, re, sys
 from pathlib import Path
 peak = Path(sys.argv.pop(1))
-atexit.register(
-    lambda: peak.write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-)
+def hwm():
+    status = Path("/proc/self/status").read_text()
+    peak.write_text(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1))
+atexit.register(hwm)
 from cdclake.cli import main
 main()
 """
