@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
-from cdclake_merge.positions import ChangeFile, Scan, advance, cut, scan
+from cdclake_merge.positions import Scan, advance, cut, scan
 from cdclake_merge.schema import Column, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, join
@@ -123,11 +123,6 @@ def scan_changes(fs: FileSystem, changes: str, previous: TableState) -> Scan:
     Listed from the commit's positions (see :mod:`cdclake_merge.positions`); none is opened.
     """
     return scan(fs, changes, previous.positions, previous.legacy_applied)
-
-
-def pending_files(fs: FileSystem, changes: str, previous: TableState) -> list[ChangeFile]:
-    """Which change files are pending for this table (``previous = sink.load()``)."""
-    return list(scan_changes(fs, changes, previous).pending)
 
 
 def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
