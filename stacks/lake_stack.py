@@ -92,7 +92,7 @@ class LakeStack(cdk.Stack):
             self,
             "Dispatcher",
             config=config.lake.dispatch,
-            job_names=[t.merge_job_name(config.prefix) for t in config.lake_tables],
+            job_prefix=merge_job_prefix(config.prefix),
             environment=config.env,
         )
         self._grant_dispatcher(self.dispatcher.function)
@@ -284,6 +284,12 @@ class LakeStack(cdk.Stack):
                 ],
             ),
             iam.PolicyStatement(
+                sid="FindMergeJobs",
+                actions=["glue:ListJobs"],
+                # ListJobs has no resource-level permission; it returns job names only.
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
                 sid="StartMergeJobs",
                 actions=["glue:GetJob", "glue:GetJobRuns", "glue:StartJobRun"],
                 # The environment's merge jobs by their name prefix: one ARN whatever the
@@ -314,8 +320,8 @@ class LakeStack(cdk.Stack):
                 "in this database (the commits naming the merge's checkpoints)",
                 r"/warehouse/[^/]+\.db/_cdclake/\*$": "the merge's checkpoints, one folder per "
                 "lake table in this database",
-                r"^Resource::\*$": "cloudwatch:PutMetricData has no resource; limited to the "
-                "CdcLake namespace",
+                r"^Resource::\*$": "cloudwatch:PutMetricData and glue:ListJobs have no resource: "
+                "the first is limited to the CdcLake namespace, the second returns job names",
                 r":job/[a-z0-9-]+-merge-\*$": "this environment's merge jobs, by their name "
                 "prefix (one ARN for any number of tables)",
             },

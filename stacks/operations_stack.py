@@ -64,6 +64,7 @@ class OperationsStack(cdk.Stack):
             config=config.lake,
             tables=config.lake_tables,
             environment=config.env,
+            dispatcher=lake.dispatcher.function,
             topic=database.alarm_topic,
         )
 

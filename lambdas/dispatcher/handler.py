@@ -1,8 +1,9 @@
 """Start the merge jobs whose change files wait, within the environment's budget of runs.
 
-An EventBridge schedule (one per environment) invokes this with the environment's merge jobs
-as its input, ``{"jobs": ["<prefix>-merge-<schema>-<table>", ...]}``. Each job's default
-arguments say where its changes and its Hudi table are; the decision
+An EventBridge schedule (one per environment) invokes this; the event itself says nothing.
+The environment's merge jobs are the Glue jobs tagged ``cdclake:merge-jobs`` =
+``MERGE_JOB_PREFIX`` (``ListJobs``: any number of tables). Each job's default arguments say
+where its changes and its Hudi table are; the decision
 (:mod:`cdclake_merge.dispatch`) lists what waits as the merge does, asks Glue for runs in
 progress, and starts the tables with files waiting, oldest first, while the runs in progress
 stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing. Each run
@@ -19,8 +20,8 @@ A job that cannot be read or started is logged and the others go on; the invocat
 fails, so that Lambda's error metric shows it. The next schedule decides afresh: a start
 missed now is made then.
 
-Environment: ``MAX_CONCURRENT_RUNS``, ``METRICS_ENVIRONMENT``. AWS clients honour the
-standard ``AWS_ENDPOINT_URL``.
+Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``METRICS_ENVIRONMENT``. AWS
+clients honour the standard ``AWS_ENDPOINT_URL``.
 """
 
 from __future__ import annotations
@@ -28,15 +29,21 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from cdclake_merge.dispatch import Decision, Target, dispatch, one_line, target_from_job
+from cdclake_merge.dispatch import (
+    Decision,
+    Target,
+    dispatch,
+    merge_jobs,
+    one_line,
+    target_from_job,
+)
 from cdclake_merge.metrics import publish_lags
 from cdclake_merge.storage import S3FileSystem
 
@@ -48,19 +55,7 @@ class DispatchFailed(RuntimeError):
     published."""
 
 
-@dataclass(frozen=True)
-class DispatchRequest:
-    jobs: tuple[str, ...]
-
-    @staticmethod
-    def from_event(event: Mapping[str, Any]) -> DispatchRequest:
-        jobs = event.get("jobs")
-        if not isinstance(jobs, list) or not all(isinstance(j, str) and j for j in jobs):
-            raise ValueError(f"the event's 'jobs' must be a list of Glue job names, got {jobs!r}")
-        return DispatchRequest(tuple(jobs))
-
-
-def targets_of(glue: Any, jobs: tuple[str, ...]) -> tuple[list[Target], list[str]]:
+def targets_of(glue: Any, jobs: Sequence[str]) -> tuple[list[Target], list[str]]:
     """Each job's table, and a one-line reason for each job that cannot be read."""
     targets: list[Target] = []
     failures: list[str] = []
@@ -99,11 +94,11 @@ def publish_lag(
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    request = DispatchRequest.from_event(event)
     budget = int(os.environ["MAX_CONCURRENT_RUNS"])
     environment = os.environ["METRICS_ENVIRONMENT"]
     glue = boto3.client("glue")
-    targets, failures = targets_of(glue, request.jobs)
+    jobs = merge_jobs(glue, os.environ["MERGE_JOB_PREFIX"])
+    targets, failures = targets_of(glue, jobs)
     decisions = dispatch(targets, fs=S3FileSystem(), glue=glue, budget=budget)
     for decision in decisions:
         log_decision(decision)
@@ -115,11 +110,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     for failure in failures:
         logger.error("merge job not dispatched", extra={"detail": failure})
     if failures:
-        raise DispatchFailed(f"{len(failures)} of {len(request.jobs)} jobs: {failures[0]}")
+        raise DispatchFailed(f"{len(failures)} of {len(jobs)} jobs: {failures[0]}")
     if not published:  # the lag alarms now see missing data and page: say why here too
         raise DispatchFailed("LagSeconds not published (the warning above says why)")
     return {
-        "jobs": len(request.jobs),
+        "jobs": len(jobs),
         "started": sum(1 for d in decisions if d.start),
         "pending": sum(1 for d in decisions if d.files_pending),
     }

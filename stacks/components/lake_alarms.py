@@ -7,6 +7,9 @@ The lag alarm's period is the table's freshness objective: a period without any 
 means nothing could read the table in that time (the dispatcher is stopped or failing, the
 table unreadable, its capture never delivered a change) and counts as breaching, like a lag
 over the objective. Quarantined lines are events: any in five minutes alarms, silence is fine.
+
+The dispatcher's own failures (a table it cannot read, a start Glue refused, lag it could not
+publish: the turn ends in an error) alarm within the hour, before a freshness objective would.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -24,6 +28,8 @@ from cdclake_merge import metrics
 
 QUARANTINE_PERIOD = cdk.Duration.minutes(5)
 GRAPH_PERIOD = cdk.Duration.minutes(5)
+# Longer than any dispatch schedule's interval: a turn that keeps failing keeps the alarm on.
+DISPATCHER_ERROR_PERIOD = cdk.Duration.hours(1)
 
 
 def lake_metric(
@@ -45,7 +51,8 @@ def lake_metric(
 
 
 class LakeAlarms(Construct):
-    """Per lake table: ``lag[table]`` and ``quarantined[table]``, both notifying ``topic``."""
+    """Per lake table: ``lag[table]`` and ``quarantined[table]``; ``dispatcher_errors`` for the
+    environment's dispatcher; all notifying ``topic``."""
 
     def __init__(
         self,
@@ -55,6 +62,7 @@ class LakeAlarms(Construct):
         config: LakeConfig,
         tables: Sequence[TableConfig],
         environment: str,
+        dispatcher: lambda_.IFunction,
         topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -104,6 +112,20 @@ class LakeAlarms(Construct):
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-        for alarm in (*self.lag.values(), *self.quarantined.values()):
+        self.dispatcher_errors = cloudwatch.Alarm(
+            self,
+            "DispatcherErrors",
+            alarm_description=(
+                "The merge dispatcher failed a turn in the last hour: a table it could not read, "
+                "a start Glue refused, or lag it could not publish. Its log names the job. See "
+                "docs/operations.md#metrics-alarms-and-the-dashboard"
+            ),
+            metric=dispatcher.metric_errors(statistic="Sum", period=DISPATCHER_ERROR_PERIOD),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for alarm in (*self.lag.values(), *self.quarantined.values(), self.dispatcher_errors):
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             alarm.add_ok_action(cw_actions.SnsAction(topic))

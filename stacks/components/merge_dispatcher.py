@@ -2,17 +2,17 @@
 starts a lake table's Glue job only when its change files wait (docs/cost.md).
 
 The merge jobs themselves have no schedule: a bare schedule starts every table's job every
-cycle, changes or not, and a start during a table's own long run fails. The jobs are named in
-the schedule's input (their default arguments say the rest), which EventBridge caps at 8,192
-characters: a few hundred tables. The Lambda needs no VPC: it only calls S3, Glue and
-CloudWatch, where it publishes each table's ``LagSeconds`` every turn (``environment`` names
-their ``Environment`` dimension, as the merge jobs' ``--environment`` does).
+cycle, changes or not, and a start during a table's own long run fails. The Lambda finds the
+jobs by their tag (``cdclake_merge.dispatch.MERGE_JOB_TAG`` = ``job_prefix``; their default
+arguments say the rest), so the number of tables has no limit here: a schedule's input, which
+EventBridge caps at 8,192 characters, could name only a few hundred. The Lambda needs no VPC:
+it only calls S3, Glue and CloudWatch, where it publishes each table's ``LagSeconds`` every turn
+(``environment`` names their ``Environment`` dimension, as the merge jobs' ``--environment``
+does).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -25,7 +25,6 @@ from stacks.components.log_storage import log_group
 from stacks.components.powertools_function import powertools_function
 
 MERGE_LIBRARY = Path(__file__).resolve().parents[2] / "glue_jobs" / "lib" / "cdclake_merge"
-MAX_INPUT_CHARS = 8192  # EventBridge: a target's constant input
 TIMEOUT = cdk.Duration.minutes(5)
 
 
@@ -39,17 +38,10 @@ class MergeDispatcher(Construct):
         construct_id: str,
         *,
         config: DispatchConfig,
-        job_names: Sequence[str],
+        job_prefix: str,
         environment: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        payload = {"jobs": sorted(job_names)}
-        size = len(json.dumps(payload))
-        if size > MAX_INPUT_CHARS:
-            raise ValueError(
-                f"the dispatcher's schedule input names {len(job_names)} merge jobs in {size} "
-                f"characters; EventBridge allows {MAX_INPUT_CHARS}"
-            )
         self.function = powertools_function(
             self,
             package="dispatcher",
@@ -58,6 +50,7 @@ class MergeDispatcher(Construct):
             timeout=TIMEOUT,
             log_group=log_group(self, "Logs"),
             environment={
+                "MERGE_JOB_PREFIX": job_prefix,
                 "MAX_CONCURRENT_RUNS": str(config.max_concurrent_runs),
                 "METRICS_ENVIRONMENT": environment,
             },
@@ -70,11 +63,5 @@ class MergeDispatcher(Construct):
             "Schedule",
             description="Start the merge jobs whose change files wait",
             schedule=events.Schedule.expression(config.schedule),
-            targets=[
-                targets.LambdaFunction(
-                    self.function,
-                    event=events.RuleTargetInput.from_object(payload),
-                    retry_attempts=0,
-                )
-            ],
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
         )

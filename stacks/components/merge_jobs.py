@@ -15,7 +15,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import LakeConfig, TableConfig
+from cdclake.config import LakeConfig, TableConfig, merge_job_prefix
+from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import SPARK_CONF
 
@@ -188,6 +189,8 @@ class MergeJobs(Construct):
                 timeout=job_config.timeout_minutes,
                 execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
                 security_configuration=self.security_configuration.ref,
+                # How the dispatcher finds the environment's merge jobs (ListJobs by tag).
+                tags={MERGE_JOB_TAG: merge_job_prefix(name_prefix)},
                 default_arguments={
                     # Read by glue_jobs/merge_job.py (getResolvedOptions).
                     "--table": table.name,

@@ -5,7 +5,6 @@ nothing else."""
 from __future__ import annotations
 
 import fnmatch
-import json
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ def test_dispatcher_no_schedule_targets_glue(env: Any) -> None:
             assert "glue" not in flat(schedule["Target"]["Arn"]).lower(), schedule
 
 
-def test_dispatcher_schedule_from_config_names_every_merge_job(env: Any) -> None:
+def test_dispatcher_schedule_from_config_invokes_the_function(env: Any) -> None:
     function = _id(env, env.stacks["lake"].dispatcher.function)
     scheduled = [
         rule
@@ -63,8 +62,27 @@ def test_dispatcher_schedule_from_config_names_every_merge_job(env: Any) -> None
     assert len(scheduled) == 1
     (target,) = scheduled[0]["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
-    names = sorted(t.merge_job_name(env.config.prefix) for t in env.config.lake_tables)
-    assert json.loads(target["Input"]) == {"jobs": names}
+    assert "Input" not in target  # the jobs are found by their tag, not named here
+
+
+def test_dispatcher_finds_every_merge_job_by_its_tag(env: Any) -> None:
+    from cdclake_merge.dispatch import MERGE_JOB_TAG
+
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    value = function["Environment"]["Variables"]["MERGE_JOB_PREFIX"]
+    tagged = {
+        job["Name"]
+        for job in props(env.template("lake"), "AWS::Glue::Job")
+        if job.get("Tags", {}).get(MERGE_JOB_TAG) == value
+    }
+    assert tagged == {t.merge_job_name(env.config.prefix) for t in env.config.lake_tables}
+
+
+def test_dispatcher_role_lists_job_names_only(env: Any) -> None:
+    listing = [s for s in _dispatcher_statements(env) if "glue:ListJobs" in as_list(s["Action"])]
+    assert [(as_list(s["Action"]), s["Resource"]) for s in listing] == [(["glue:ListJobs"], "*")]
 
 
 def test_dispatcher_function_budget_from_config_outside_vpc(env: Any) -> None:
@@ -81,6 +99,7 @@ def test_dispatcher_role_starts_only_merge_jobs(env: Any) -> None:
         s
         for s in _dispatcher_statements(env)
         if any(a.startswith("glue:") for a in as_list(s["Action"]))
+        and "glue:ListJobs" not in as_list(s["Action"])
     ]
     assert len(glue) == 1
     assert sorted(as_list(glue[0]["Action"])) == [

@@ -119,8 +119,27 @@ def test_operations_alarms_notify_the_database_alarm_topic(dev) -> None:  # type
     assert resources(dev, "AWS::SNS::Topic") == {}  # reused, not a second topic
 
 
+def test_operations_dispatcher_errors_alarm_pages_within_the_hour(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
+    lake = dev_synth.stacks["lake"]
+    function = str(lake.resolve(lake.get_logical_id(lake.dispatcher.function.node.default_child)))
+    alarms = [
+        a
+        for a in resources(dev, "AWS::CloudWatch::Alarm").values()
+        if a.get("Namespace") == "AWS/Lambda" and a["MetricName"] == "Errors"
+    ]
+    (alarm,) = alarms
+    ((dimension),) = alarm["Dimensions"]
+    assert dimension["Name"] == "FunctionName"
+    assert function in json.dumps(dimension["Value"])  # the dispatcher's name, from the lake
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 3600, 0)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"  # no turn failed: nothing to page
+    assert alarm["AlarmActions"]
+
+
 def test_operations_table_freshness_overrides_lake_default() -> None:
     import aws_cdk as cdk
+    from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_sns as sns
     from aws_cdk.assertions import Template
 
@@ -136,6 +155,7 @@ def test_operations_table_freshness_overrides_lake_default() -> None:
         config=config.lake.model_copy(update={"freshness_minutes": 120}),
         tables=[config.table("public.customers"), orders],
         environment="dev",
+        dispatcher=lambda_.Function.from_function_name(stack, "Dispatcher", "dispatcher"),
         topic=sns.Topic(stack, "Topic"),
     )
     lag = _alarms(dict(Template.from_stack(stack).to_json()), "LagSeconds")

@@ -11,12 +11,14 @@ from typing import Any
 
 import boto3
 
+from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.pending import CATALOG_UNSYNCED, CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import advance, positions_as_json, scan
 from cdclake_merge.storage import S3FileSystem, join
 
 REGION = "us-east-1"
 PREFIX = "cdclake-dev"
+JOB_TAGS = {MERGE_JOB_TAG: f"{PREFIX}-merge-"}  # as the stack tags each merge job
 DATABASE = "cdclake_dev"
 CHANGES = "cdclake-dev-changes"
 LAKE = "cdclake-dev-lake"
@@ -69,6 +71,7 @@ def create_job(world: World, table: str) -> str:
             "--database": DATABASE,
             "--record_key": "id",
         },
+        Tags=JOB_TAGS,
     )
     return name
 
@@ -222,6 +225,7 @@ def create_sized_job(
         WorkerType="G.1X",
         NumberOfWorkers=max_workers,
         ExecutionProperty={"MaxConcurrentRuns": 1},
+        Tags=JOB_TAGS,
         DefaultArguments={
             "--table": table,
             "--changes_path": changes_of(table),

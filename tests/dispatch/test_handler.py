@@ -1,4 +1,5 @@
-"""The dispatcher Lambda's handler on moto: the schedule's input in, Glue runs started."""
+"""The dispatcher Lambda's handler on moto: the environment's tagged merge jobs found, Glue runs
+started."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from lambdas.dispatcher.handler import DispatchFailed, handler
 from tests.dispatch.dispatch_helpers import (
+    JOB_TAGS,
+    PREFIX,
     REGION,
     FakeContext,
     World,
@@ -21,6 +24,11 @@ from tests.dispatch.dispatch_helpers import (
 
 pytestmark = pytest.mark.moto
 
+# What an EventBridge schedule sends: nothing the handler needs.
+SCHEDULED = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+# More than a ListJobs page and than a schedule's input could name (8,192 characters).
+MANY_TABLES = 320
+
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
@@ -29,6 +37,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("MAX_CONCURRENT_RUNS", "1")
     monkeypatch.setenv("METRICS_ENVIRONMENT", "dev")
+    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
     with lake_on_moto() as created:
         yield created
 
@@ -38,25 +47,48 @@ def _started(world: World, table: str) -> int:
 
 
 def test_dispatcher_handler_starts_within_the_budget(world: World) -> None:
-    jobs = [create_job(world, t) for t in ("public.orders", "public.customers")]
     for table in ("public.orders", "public.customers"):
+        create_job(world, table)
         put_change_file(world, table, 0)
-    answer = handler({"jobs": jobs}, FakeContext())  # type: ignore[arg-type]
+    answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
     assert answer == {"jobs": 2, "started": 1, "pending": 2}
     assert _started(world, "public.orders") + _started(world, "public.customers") == 1
 
 
-def test_dispatcher_handler_missing_job_fails_after_the_others(world: World) -> None:
-    jobs = [create_job(world, "public.orders"), job_name("public.gone")]
+def test_dispatcher_handler_unreadable_job_fails_after_the_others(world: World) -> None:
+    create_job(world, "public.orders")
     put_change_file(world, "public.orders", 0)
-    with pytest.raises(DispatchFailed, match="cdclake-dev-merge-public-gone"):
-        handler({"jobs": jobs}, FakeContext())  # type: ignore[arg-type]
+    world.glue.create_job(  # tagged as a merge job, but without the merge's arguments
+        Name=job_name("public.odd"),
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/other.py"},
+        Tags=JOB_TAGS,
+    )
+    with pytest.raises(DispatchFailed, match="cdclake-dev-merge-public-odd"):
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
     assert _started(world, "public.orders") == 1
 
 
-def test_dispatcher_handler_event_without_jobs_is_refused(world: World) -> None:
-    with pytest.raises(ValueError, match="'jobs' must be a list of Glue job names"):
-        handler({"jobs": "cdclake-dev-merge-public-orders"}, FakeContext())  # type: ignore[arg-type]
+def test_dispatcher_handler_untagged_job_is_not_dispatched(world: World) -> None:
+    create_job(world, "public.orders")
+    put_change_file(world, "public.orders", 0)
+    world.glue.untag_resource(
+        ResourceArn=f"arn:aws:glue:{REGION}:123456789012:job/{job_name('public.orders')}",
+        TagsToRemove=list(JOB_TAGS),
+    )
+    answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    assert answer == {"jobs": 0, "started": 0, "pending": 0}
+    assert _started(world, "public.orders") == 0
+
+
+def test_dispatcher_handler_many_tables_are_all_found(world: World) -> None:
+    tables = [f"public.t{i:03d}" for i in range(MANY_TABLES)]
+    for table in tables:
+        create_job(world, table)
+    put_change_file(world, tables[-1], 0)
+    answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    assert answer == {"jobs": MANY_TABLES, "started": 1, "pending": 1}
+    assert _started(world, tables[-1]) == 1
 
 
 def test_dispatcher_handler_starts_the_run_sized_to_what_waits(world: World) -> None:
@@ -64,6 +96,6 @@ def test_dispatcher_handler_starts_the_run_sized_to_what_waits(world: World) -> 
         world, "public.orders", min_workers=2, max_workers=8, bytes_per_executor=1000
     )
     put_change_bytes(world, "public.orders", 0, 3000)  # 3 executors and the driver
-    handler({"jobs": [job]}, FakeContext())  # type: ignore[arg-type]
+    handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
     (run,) = world.glue.get_job_runs(JobName=job)["JobRuns"]
     assert (run["WorkerType"], run["NumberOfWorkers"]) == ("G.1X", 4)

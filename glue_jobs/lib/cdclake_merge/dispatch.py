@@ -34,6 +34,10 @@ from cdclake_merge.storage import FileSystem
 
 # Glue's run states that hold the job (and count against the account's concurrent runs).
 IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
+# The tag every merge job of an environment carries, valued with the environment's job name
+# prefix: the dispatcher finds its jobs by it (any number of tables; a schedule's input could
+# name only a few hundred).
+MERGE_JOB_TAG = "cdclake:merge-jobs"
 RUNS_LOOKED_AT = 25  # the newest runs of a job; one in progress is among them
 MAX_ERROR_CHARS = 300
 
@@ -140,6 +144,18 @@ def watermark(survey: Survey) -> float | None:
 
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:MAX_ERROR_CHARS] or type(exc).__name__
+
+
+def merge_jobs(glue: Any, tag_value: str) -> list[str]:
+    """The names of the Glue jobs tagged ``MERGE_JOB_TAG`` = ``tag_value``, sorted."""
+    names: list[str] = []
+    request: dict[str, Any] = {"Tags": {MERGE_JOB_TAG: tag_value}}
+    while True:  # botocore has no paginator for ListJobs
+        page = glue.list_jobs(**request)
+        names += page.get("JobNames", [])
+        if not page.get("NextToken"):
+            return sorted(names)
+        request["NextToken"] = page["NextToken"]
 
 
 def target_from_job(glue: Any, job: str) -> Target:
