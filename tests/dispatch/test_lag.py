@@ -18,6 +18,7 @@ from cdclake_merge.dispatch import Decision, dispatch, target_from_job
 from cdclake_merge.storage import S3FileSystem
 from lambdas.dispatcher.handler import DispatchFailed, handler, publish_lag
 from tests.dispatch.dispatch_helpers import (
+    PREFIX,
     REGION,
     FakeContext,
     World,
@@ -48,6 +49,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("MAX_CONCURRENT_RUNS", "4")
     monkeypatch.setenv("METRICS_ENVIRONMENT", ENVIRONMENT)
+    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
     with lake_on_moto() as created:
         yield created
 
@@ -76,7 +78,8 @@ def test_dispatcher_lag_quiet_caught_up_table_publishes_zero_below_its_alarm(
     put_change_file(world, ORDERS, 0)
     commit_everything_listed(world, ORDERS)
     # Quiet since: the merge's newest source commit gets older, nothing waits.
-    handler({"jobs": [create_job(world, ORDERS)]}, FakeContext())  # type: ignore[arg-type]
+    create_job(world, ORDERS)
+    handler({}, FakeContext())  # type: ignore[arg-type]
     (lag,) = lag_values(ENVIRONMENT, ORDERS, around=time.time())
     assert lag == 0.0 < lag_alarm_threshold(dev_operations, ORDERS)
     assert world.glue.get_job_runs(JobName=job_name(ORDERS))["JobRuns"] == []
@@ -112,18 +115,20 @@ def test_dispatcher_lag_waiting_files_publish_their_age_not_zero(world: World) -
 
 
 def test_dispatcher_lag_unreadable_table_publishes_nothing(world: World) -> None:
-    jobs = [create_job(world, ORDERS), create_job(world, CUSTOMERS), job_name("public.gone")]
+    for table in (ORDERS, CUSTOMERS):
+        create_job(world, table)
     make_unreadable(world, CUSTOMERS)
     put_change_file(world, ORDERS, 0)
     commit_everything_listed(world, ORDERS)
     with pytest.raises(DispatchFailed):  # the turn fails, after publishing what it read
-        handler({"jobs": jobs}, FakeContext())  # type: ignore[arg-type]
+        handler({}, FakeContext())  # type: ignore[arg-type]
     assert [d["Table"] for d in lag_dimensions()] == [ORDERS]
 
 
 def test_dispatcher_lag_table_never_sent_a_change_publishes_nothing(world: World) -> None:
     # No checkpoint and nothing waiting: a capture that never delivers must not look fresh.
-    handler({"jobs": [create_job(world, ORDERS)]}, FakeContext())  # type: ignore[arg-type]
+    create_job(world, ORDERS)
+    handler({}, FakeContext())  # type: ignore[arg-type]
     assert lag_dimensions() == []
 
 
@@ -131,9 +136,9 @@ def test_dispatcher_lag_lands_with_environment_and_table_dimensions(world: World
     for table in (ORDERS, CUSTOMERS):
         put_change_file(world, table, 0)
     commit_everything_listed(world, ORDERS)
-    handler(  # type: ignore[arg-type]
-        {"jobs": [create_job(world, ORDERS), create_job(world, CUSTOMERS)]}, FakeContext()
-    )
+    for table in (ORDERS, CUSTOMERS):
+        create_job(world, table)
+    handler({}, FakeContext())  # type: ignore[arg-type]
     assert sorted(lag_dimensions(), key=lambda d: d["Table"]) == [
         {"Environment": ENVIRONMENT, "Table": CUSTOMERS},
         {"Environment": ENVIRONMENT, "Table": ORDERS},
