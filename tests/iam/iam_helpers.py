@@ -833,17 +833,23 @@ class Access:
     request: str  # "METHOD path?query", to name it in a failure
 
 
-def recorded_accesses(recording: str) -> list[Access]:
-    """The IAM authorizations of every request in a moto recording (one JSON per line)."""
+def recorded_accesses(recording: str, account: str | None = None) -> list[Access]:
+    """The IAM authorizations of every request in a moto recording (one JSON per line);
+    ``account`` names the ARNs of Glue jobs."""
     accesses: list[Access] = []
     for line in recording.splitlines():
         if line.strip():
-            accesses += request_accesses(json.loads(line))
+            accesses += request_accesses(json.loads(line), account)
     return accesses
 
 
-def request_accesses(entry: Mapping[str, Any]) -> list[Access]:
-    """What AWS authorizes for one recorded request (S3's REST API, CloudWatch metrics).
+#: Glue job operations and the request field naming the job they act on.
+GLUE_JOB_OPERATIONS = {"GetJob": "JobName", "GetJobRuns": "JobName", "StartJobRun": "JobName"}
+
+
+def request_accesses(entry: Mapping[str, Any], account: str | None = None) -> list[Access]:
+    """What AWS authorizes for one recorded request (S3's REST API, CloudWatch metrics, Glue's
+    job calls).
 
     The service is the one the request is signed for. A request of any other kind raises,
     naming it: an unmapped request must not pass unchecked.
@@ -876,6 +882,17 @@ def request_accesses(entry: Mapping[str, Any]) -> list[Access]:
                 payload = RpcV2CBORParser().parse_data_item(BytesIO(body or b""))
             namespace = {"cloudwatch:namespace": payload["Namespace"]}
             return [access("cloudwatch:PutMetricData", "*", **namespace)]
+    if service == "glue" and account is not None:
+        operation = headers.get("x-amz-target", "").rsplit(".", 1)[-1]
+        payload = json.loads(body or "{}")
+        if operation == "ListJobs":  # no resource-level permission
+            return [access("glue:ListJobs", "*")]
+        if operation in GLUE_JOB_OPERATIONS:
+            region = scope.split("/")[2]
+            job = payload[GLUE_JOB_OPERATIONS[operation]]
+            return [
+                access(f"glue:{operation}", f"arn:{PARTITION}:glue:{region}:{account}:job/{job}")
+            ]
     if service != "s3":
         raise NotImplementedError(f"no IAM mapping for {service or 'an unsigned'} request {named}")
 
