@@ -64,7 +64,7 @@ def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[
     from cdclake.ops import AnyFileSystem, local_path, local_place
     from cdclake.quarantine import open_table
     from cdclake_merge.dispatch import one_line
-    from cdclake_merge.job import MergeOptions, run_merge
+    from cdclake_merge.job import run_merge
 
     runs: dict[str, Any] = {}
     factory = None
@@ -74,13 +74,7 @@ def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[
         place = local_place(config, decision.table)
         job = config.lake.glue_job_of(config.lake_table(decision.table))
         factory = factory or local_spark(local_path(place.warehouse))
-        options = MergeOptions(
-            table=place.lake_table,
-            key=place.key,
-            changes=place.changes,
-            column_types=dict(place.column_types),
-            exclude_columns=frozenset(place.exclude),
-            max_bad_fraction=place.max_bad_fraction,
+        options = place.merge_options(
             tombstone_retention_days=config.lake.tombstone_retention_days,
             max_files=job.files_per_run(),
             max_bytes=job.bytes_per_run(),

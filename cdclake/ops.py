@@ -9,11 +9,14 @@ Nothing here starts a JVM: S3 is read with boto3, local folders directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdclake.config import EnvironmentConfig, TableConfig
+
+if TYPE_CHECKING:
+    from cdclake_merge.job import MergeOptions
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,21 @@ class LakePlace:
     @property
     def local(self) -> bool:
         return self.job_name is None
+
+    def merge_options(self, **overrides: Any) -> MergeOptions:
+        """What a merge of this table runs with: its spec from config, ``overrides`` (the
+        per-run caps, tombstone retention, ...) on top."""
+        from cdclake_merge.job import MergeOptions
+
+        options = MergeOptions(
+            table=self.lake_table,
+            key=self.key,
+            changes=self.changes,
+            column_types=dict(self.column_types),
+            exclude_columns=frozenset(self.exclude),
+            max_bad_fraction=self.max_bad_fraction,
+        )
+        return replace(options, **overrides)
 
 
 def _spec(table: TableConfig) -> dict[str, Any]:

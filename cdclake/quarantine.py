@@ -58,7 +58,6 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
 
     On AWS the same replay runs in the table's Glue job: :func:`start_replay`.
     """
-    from cdclake_merge.job import MergeOptions
     from cdclake_merge.replay import replay as replay_lines
     from cdclake_merge.storage import LocalFileSystem
 
@@ -68,14 +67,7 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
             "cdclake quarantine replay starts it"
         )
     factory = spark_factory or local_spark(local_path(place.warehouse))
-    options = MergeOptions(
-        table=place.lake_table,
-        key=place.key,
-        changes="",
-        column_types=dict(place.column_types),
-        exclude_columns=frozenset(place.exclude),
-        max_bad_fraction=place.max_bad_fraction,
-    )
+    options = place.merge_options(changes="")  # a replay reads quarantined lines only
     return replay_lines(factory, LocalFileSystem(), open_table(place, factory), options)
 
 

@@ -190,16 +190,9 @@ def merge_in_session(spark: Any, table: str) -> dict[str, Any]:
     from cdclake.config import load_config
     from cdclake.ops import AnyFileSystem, local_place
     from cdclake.quarantine import open_table
-    from cdclake_merge.job import MergeOptions, run_merge
+    from cdclake_merge.job import run_merge
 
     place = local_place(load_config("local"), table)
-    options = MergeOptions(
-        table=place.lake_table,
-        key=place.key,
-        changes=place.changes,
-        column_types=dict(place.column_types),
-        exclude_columns=frozenset(place.exclude),
-        max_bad_fraction=place.max_bad_fraction,
-    )
+    options = place.merge_options()
     result = run_merge(lambda: spark, AnyFileSystem(), open_table(place, lambda: spark), options)
     return result.as_dict()
