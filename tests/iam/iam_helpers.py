@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from botocore.awsrequest import AWSResponse
 
 from cdclake.local import processes
@@ -1446,3 +1447,77 @@ def glue_catalog_accesses(
             scoped = arns[:2] if action in ("glue:GetDatabase", "glue:CreateDatabase") else arns
             accesses += [Access(action, arn, (), str(call)) for arn in scoped]
     return accesses
+
+
+# --- recorded runs on the lake's buckets (the merge job's and the dispatcher's checks) ----------
+
+
+def use_recording_moto(patch: pytest.MonkeyPatch, endpoint: str, user: str) -> None:
+    """boto3 (and S3A, through the same variables) on ``endpoint`` with ``user``'s dummy keys,
+    nothing of this machine's AWS configuration."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        patch.delenv(name)
+    patch.setenv("AWS_ENDPOINT_URL", endpoint)
+    patch.setenv("AWS_ACCESS_KEY_ID", user)
+    patch.setenv("AWS_SECRET_ACCESS_KEY", user)
+    patch.setenv("AWS_DEFAULT_REGION", REGION)
+    patch.setenv("AWS_CONFIG_FILE", os.devnull)
+    patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+
+
+@dataclass(frozen=True)
+class LakeWorld:
+    """The lake stack's key and buckets created in moto, and how to resolve its template."""
+
+    resolve: Resolver
+    bucket_keys: dict[str, str]  # bucket -> KMS key ARN, where the template encrypts SSE-KMS
+
+
+def lake_world(
+    templates: Mapping[str, Mapping[str, Any]], account: str, buckets: Sequence[str], suffix: str
+) -> LakeWorld:
+    """The lake's key and the ``buckets`` (logical id prefixes) in the current moto, named
+    ``<env>-<name>-<suffix>``. The template's default encryption is not set in moto: S3A (SDK
+    v1) refuses to copy an object moto reports as SSE-KMS over plain HTTP; what it costs in
+    KMS rights is derived from the template instead (:func:`sse_kms_accesses`)."""
+    lake = templates["lake"]
+    physical: dict[str, Physical] = {}
+    key_id = logical_id(lake, "AWS::KMS::Key", "StorageKey")
+    key_arn = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    physical[key_id] = Physical(key_arn, {"Arn": key_arn})
+    resolve = Resolver(
+        templates, {"lake": physical, **{r: {} for r in templates if r != "lake"}}, account=account
+    )
+    s3 = boto3.client("s3", region_name=REGION)
+    bucket_keys: dict[str, str] = {}
+    for prefix in buckets:
+        lid = logical_id(lake, "AWS::S3::Bucket", prefix)
+        bucket = f"dev-{prefix.removeprefix('Storage').lower()}-{suffix}"
+        physical[lid] = Physical(bucket, {"Arn": f"arn:aws:s3:::{bucket}"})
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        encryption = resolve(lake["Resources"][lid]["Properties"]["BucketEncryption"], "lake")
+        (rule,) = encryption["ServerSideEncryptionConfiguration"]
+        default = rule["ServerSideEncryptionByDefault"]
+        if default["SSEAlgorithm"] == "aws:kms":
+            bucket_keys[bucket] = default["KMSMasterKeyID"]
+    return LakeWorld(resolve, bucket_keys)
+
+
+def denied_lines(denied: Sequence[Access]) -> str:
+    return "\n".join(f"{a.action} {a.resource} {a.context} ({a.request})" for a in denied)
+
+
+def sid(statement: Mapping[str, Any]) -> str:
+    return str(statement.get("Sid") or label(statement))
+
+
+def needed_sids(
+    statements: Sequence[Mapping[str, Any]], needed: Mapping[int, list[Access]]
+) -> set[str]:
+    """The needed statements by Sid, after checking that each one's removal denies only
+    accesses that statement itself grants."""
+    for index, denied in needed.items():
+        assert all(
+            allowing([statements[index]], a.action, a.resource, dict(a.context)) for a in denied
+        ), sid(statements[index])
+    return {sid(statements[i]) for i in needed}

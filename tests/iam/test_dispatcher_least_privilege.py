@@ -13,7 +13,6 @@ recorded request is mapped to what AWS authorizes it with; SSE-KMS adds what S3 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,23 +25,24 @@ from tests.iam.iam_helpers import (
     REGION,
     Access,
     Call,
-    Physical,
-    Resolver,
     Run,
-    allowing,
+    denied_lines,
     docs_row,
     function_environment,
     function_role,
-    label,
+    lake_world,
     lambda_context,
     logical_id,
     needed_for,
+    needed_sids,
     recorded_accesses,
     recorder,
     recording_moto_server,
     role_policy,
+    sid,
     sse_kms_accesses,
     unallowed,
+    use_recording_moto,
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]
@@ -109,38 +109,10 @@ def turn(
         recording_moto_server(folder / "moto.log", folder / "recording", account) as endpoint,
         pytest.MonkeyPatch.context() as patch,
     ):
-        for name in [n for n in os.environ if n.startswith("AWS_")]:
-            patch.delenv(name)
-        patch.setenv("AWS_ENDPOINT_URL", endpoint)
-        patch.setenv("AWS_ACCESS_KEY_ID", "dispatcher")
-        patch.setenv("AWS_SECRET_ACCESS_KEY", "dispatcher")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        patch.setenv("AWS_CONFIG_FILE", os.devnull)
-        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-
-        physical: dict[str, Physical] = {}
-        key_id = logical_id(lake, "AWS::KMS::Key", "StorageKey")
-        key_arn = boto3.client("kms").create_key()["KeyMetadata"]["Arn"]
-        physical[key_id] = Physical(key_arn, {"Arn": key_arn})
-        resolve = Resolver(
-            templates,
-            {"lake": physical, **{r: {} for r in templates if r != "lake"}},
-            account=account,
-        )
+        use_recording_moto(patch, endpoint, "dispatcher")
+        world = lake_world(templates, account, BUCKETS, "dispatch-iam")
+        resolve = world.resolve
         s3 = boto3.client("s3")
-        bucket_keys: dict[str, str] = {}
-        for prefix in BUCKETS:
-            lid = logical_id(lake, "AWS::S3::Bucket", prefix)
-            bucket = f"{ENV}-{prefix.removeprefix('Storage').lower()}-dispatch-iam"
-            physical[lid] = Physical(bucket, {"Arn": f"arn:aws:s3:::{bucket}"})
-            s3.create_bucket(
-                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
-            )
-            encryption = resolve(res[lid]["Properties"]["BucketEncryption"], "lake")
-            (rule,) = encryption["ServerSideEncryptionConfiguration"]
-            default = rule["ServerSideEncryptionByDefault"]
-            if default["SSEAlgorithm"] == "aws:kms":
-                bucket_keys[bucket] = default["KMSMasterKeyID"]
 
         glue = boto3.client("glue")
         arguments: dict[str, dict[str, str]] = {}
@@ -187,17 +159,13 @@ def turn(
             "answer": answer,
             "started": started,
             "statements": statements,
-            "accesses": accesses + sse_kms_accesses(accesses, bucket_keys),
+            "accesses": accesses + sse_kms_accesses(accesses, world.bucket_keys),
         }
 
 
 @pytest.fixture(scope="module")
 def needed(turn: dict[str, Any]) -> dict[int, list[Access]]:
     return needed_for(turn["statements"], turn["accesses"])
-
-
-def _sid(statement: dict[str, Any]) -> str:
-    return str(statement.get("Sid") or label(statement))
 
 
 def test_dispatcher_turn_template_world_starts_both_waiting_tables(turn: dict[str, Any]) -> None:
@@ -212,26 +180,19 @@ def test_dispatcher_turn_every_request_allowed_by_template_statements(
     actions = {a.action for a in turn["accesses"]}
     assert {"glue:ListJobs", "glue:StartJobRun", "s3:GetObject", "kms:Decrypt"} <= actions
     denied = unallowed(turn["statements"], turn["accesses"])
-    assert not denied, "\n".join(
-        f"{a.action} {a.resource} {a.context} ({a.request})" for a in denied
-    )
+    assert not denied, denied_lines(denied)
 
 
 def test_dispatcher_each_needed_statement_removed_denies_a_request_it_grants(
     turn: dict[str, Any], needed: dict[int, list[Access]]
 ) -> None:
-    statements = turn["statements"]
-    for index, denied in needed.items():
-        assert all(
-            allowing([statements[index]], a.action, a.resource, dict(a.context)) for a in denied
-        ), _sid(statements[index])
-    assert {_sid(statements[i]) for i in needed} == NEEDED
+    assert needed_sids(turn["statements"], needed) == NEEDED
 
 
 def test_dispatcher_every_statement_is_needed(
     turn: dict[str, Any], needed: dict[int, list[Access]]
 ) -> None:
-    unneeded = [_sid(s) for i, s in enumerate(turn["statements"]) if i not in needed]
+    unneeded = [sid(s) for i, s in enumerate(turn["statements"]) if i not in needed]
     assert unneeded == [], unneeded
 
 

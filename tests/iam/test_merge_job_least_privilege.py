@@ -15,7 +15,6 @@ import base64
 import contextlib
 import io
 import json
-import os
 import runpy
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,21 +27,22 @@ from tests.iam.iam_helpers import (
     REGION,
     Access,
     Call,
-    Physical,
-    Resolver,
     Run,
-    allowing,
+    denied_lines,
     docs_row,
-    label,
+    lake_world,
     logical_id,
     needed_for,
+    needed_sids,
     recorded_accesses,
     recorder,
     recording_moto_server,
     role_policy,
+    sid,
     spark_s3,
     sse_kms_accesses,
     unallowed,
+    use_recording_moto,
 )
 
 pytestmark = [
@@ -134,45 +134,13 @@ def job_runs(
         recording_moto_server(folder / "moto.log", folder / "recording", account) as endpoint,
         pytest.MonkeyPatch.context() as patch,
     ):
-        for name in [n for n in os.environ if n.startswith("AWS_")]:
-            patch.delenv(name)
-        patch.setenv("AWS_ENDPOINT_URL", endpoint)
-        patch.setenv("AWS_ACCESS_KEY_ID", "merge-job")
-        patch.setenv("AWS_SECRET_ACCESS_KEY", "merge-job")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        patch.setenv("AWS_CONFIG_FILE", os.devnull)
-        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+        use_recording_moto(patch, endpoint, "merge-job")
         # local_session makes its warehouse folder where it is told, s3:// paths included.
         patch.chdir(folder)
-
+        world = lake_world(templates, account, BUCKETS, "iam")
+        resolve = world.resolve
         res = lake["Resources"]
-        physical: dict[str, Physical] = {}
-        kms = boto3.client("kms", region_name=REGION)
-        key_id = logical_id(lake, "AWS::KMS::Key", "StorageKey")
-        key_arn = kms.create_key()["KeyMetadata"]["Arn"]
-        physical[key_id] = Physical(key_arn, {"Arn": key_arn})
-        resolve = Resolver(
-            templates,
-            {"lake": physical, **{r: {} for r in templates if r != "lake"}},
-            account=account,
-        )
         s3 = boto3.client("s3", region_name=REGION)
-        bucket_keys: dict[str, str] = {}
-        for prefix in BUCKETS:
-            lid = logical_id(lake, "AWS::S3::Bucket", prefix)
-            bucket = f"{ENV}-{prefix.removeprefix('Storage').lower()}-iam"
-            physical[lid] = Physical(bucket, {"Arn": f"arn:aws:s3:::{bucket}"})
-            s3.create_bucket(
-                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
-            )
-            # The template's default encryption is not set in moto: S3A (SDK v1) refuses to
-            # copy an object moto reports as SSE-KMS over plain HTTP. What it costs in KMS
-            # rights is derived from the template instead (sse_kms_accesses).
-            encryption = resolve(res[lid]["Properties"]["BucketEncryption"], "lake")
-            (rule,) = encryption["ServerSideEncryptionConfiguration"]
-            default = rule["ServerSideEncryptionByDefault"]
-            if default["SSEAlgorithm"] == "aws:kms":
-                bucket_keys[bucket] = default["KMSMasterKeyID"]
 
         job = logical_id(lake, "AWS::Glue::Job", JOB)
         arguments = resolve(res[job]["Properties"]["DefaultArguments"], "lake")
@@ -222,7 +190,7 @@ def job_runs(
                 output = _main_json(main, argv + extra)
                 recording = recorder(endpoint, "download-recording")
                 runs[mode] = {"output": output, "recording": recording}
-        yield {"statements": statements, "runs": runs, "bucket_keys": bucket_keys}
+        yield {"statements": statements, "runs": runs, "bucket_keys": world.bucket_keys}
 
 
 def _accesses(job_runs: dict[str, Any], mode: str) -> list[Access]:
@@ -239,10 +207,6 @@ def accesses(job_runs: dict[str, Any]) -> dict[str, list[Access]]:
 @pytest.fixture(scope="module")
 def needed(job_runs: dict[str, Any], accesses: dict[str, list[Access]]) -> dict[int, list[Access]]:
     return needed_for(job_runs["statements"], [a for run in accesses.values() for a in run])
-
-
-def _sid(statement: dict[str, Any]) -> str:
-    return str(statement.get("Sid") or label(statement))
 
 
 def test_merge_job_merge_run_template_arguments_commits_and_quarantines(
@@ -264,20 +228,13 @@ def test_merge_job_run_every_request_allowed_by_template_statements(
     run = accesses[mode]
     assert {a.action for a in run} >= {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
     denied = unallowed(job_runs["statements"], run)
-    assert not denied, "\n".join(
-        f"{a.action} {a.resource} {a.context} ({a.request})" for a in denied
-    )
+    assert not denied, denied_lines(denied)
 
 
 def test_merge_job_each_needed_statement_removed_denies_a_request_it_grants(
     job_runs: dict[str, Any], needed: dict[int, list[Access]]
 ) -> None:
-    statements = job_runs["statements"]
-    for index, denied in needed.items():
-        assert all(
-            allowing([statements[index]], a.action, a.resource, dict(a.context)) for a in denied
-        ), _sid(statements[index])
-    assert {_sid(statements[i]) for i in needed} == NEEDED
+    assert needed_sids(job_runs["statements"], needed) == NEEDED
 
 
 def test_merge_job_unneeded_statements_are_glues_own(
@@ -286,7 +243,7 @@ def test_merge_job_unneeded_statements_are_glues_own(
     """What these S3 runs do not need is what Glue itself uses (code, logs) or the Data
     Catalog, whose calls test_catalog_sync_least_privilege.py records (docs/iam.md)."""
     statements = job_runs["statements"]
-    unneeded = {_sid(s) for i, s in enumerate(statements) if i not in needed}
+    unneeded = {sid(s) for i, s in enumerate(statements) if i not in needed}
     assert unneeded == {
         "ReadJobCode",
         "JobLogs",
