@@ -22,6 +22,7 @@ from cdclake.errors import run
 from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
+from cdclake.query import query
 from cdclake.snapshot import snapshot
 from cdclake.status import status
 from cdclake.validate import validate
@@ -38,6 +39,7 @@ app.command(name="validate")(validate)
 app.command(name="status")(status)
 app.command(name="dispatch")(dispatch_command)
 app.command(name="snapshot")(snapshot)
+app.command(name="query")(query)
 app.add_typer(local_app, name="local")
 app.add_typer(quarantine_app, name="quarantine")
 console = Console(stderr=True, soft_wrap=True)

@@ -154,7 +154,7 @@ def _stack_missing(*, fanout: bool) -> str | None:
         postgres_bin_dir()
     except StackError as exc:
         return str(exc)
-    for module in ("kafka", "debezium-postgres", "s3-sink"):
+    for module in ("kafka", "debezium-postgres", "s3-sink", "hive-metastore"):
         if not any((JVM_LIB / module).glob("*.jar")):
             return (
                 f"jvm/lib/{module} has no jars: run "

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from cdclake.local.processes import StackError
 from cdclake.local.stack import LocalStack
+from cdclake.query import engine_port
 
 app = typer.Typer(
     help="The local capture stack: PostgreSQL, Kafka, Kafka Connect, moto S3 (127.0.0.1).",
@@ -59,6 +60,10 @@ def up(
             help="--no-capture: database, Kafka and S3 only; load data, then `up` snapshots it",
         ),
     ] = True,
+    query: Annotated[
+        bool,
+        typer.Option("--query", help="also Trino (Athena's engine) for `cdclake query`"),
+    ] = False,
 ) -> None:
     """Start (or resume) the stack and wait until both connectors are RUNNING."""
     stack = _stack(env, state_dir)
@@ -70,6 +75,7 @@ def up(
                 fanout=fanout,
                 capture=capture,
             )
+            trino_port = engine_port(stack, progress=spinner.update) if query else None
     except StackError as exc:
         # What did start keeps running for a look at its log; `down` stops it.
         _fail(StackError(f"{exc}\n(what started is still running: cdclake local down stops it)"))
@@ -78,6 +84,8 @@ def up(
     console.print(f"[green]up[/green]: {started}; logs in {stack.root / 'logs'}")
     for key in ("postgres_dsn", "kafka_bootstrap", "connect_url", "s3_endpoint", "changes_uri"):
         console.print(f"  {key}: {status[key]}", highlight=False)
+    if trino_port is not None:
+        console.print(f"  trino: http://127.0.0.1:{trino_port} (cdclake query)", highlight=False)
     for name, consumer in status.get("consumers", {}).items():
         console.print(f"  consumer {name}: {consumer['queue_url']}", highlight=False)
 

@@ -42,13 +42,17 @@ def lake_target(env: str, source_table: str) -> LakeTarget:
     """The lake side of ``source_table`` on the running local stack of ``env``.
 
     Points this process's AWS clients (boto3 and Spark's S3 client read the same variables)
-    at the stack's moto server. ValueError/LookupError carry a one-line reason.
+    at the stack's moto server, and its Spark catalog at the stack's metastore service.
+    ValueError/LookupError carry a one-line reason.
     """
+    from cdclake_merge.session import METASTORE_URI_ENV
+
     config = load_config(env)
     table = config.lake_table(source_table)
     status: dict[str, Any] = running_status(env)
     os.environ.update(AWS_ENV)
     os.environ["AWS_ENDPOINT_URL"] = status["s3_endpoint"]
+    os.environ[METASTORE_URI_ENV] = status["metastore_uri"]
     return LakeTarget(
         table=f"{config.lake.glue_database}.{table.lake_table_name}",
         changes=f"{status['changes_uri']}/{topic_name(config, table)}/",

@@ -9,6 +9,8 @@ Everything lives under one state folder (default ``.local-stack/`` in the reposi
     kafka/                KRaft metadata and log dirs, server.properties
     connect/              worker.properties and the connector configs as sent
     plugins/              plugin.path: debezium-postgres/ and s3-sink/
+    metastore/            the Hive metastore's settings and schema scripts (cdclake.local.metastore)
+    trino/                Trino's etc/ and data/, once a query started it (cdclake.local.trino)
     secrets/              the replication user's credentials (mode 0600), read by the worker's
                           file config provider; never printed
 """
@@ -38,7 +40,9 @@ from pg8000.native import Connection, DatabaseError, InterfaceError, identifier
 
 from cdclake.config import load_config
 from cdclake.local import fanout as local_fanout
+from cdclake.local import metastore as local_metastore
 from cdclake.local import processes
+from cdclake.local import trino as local_trino
 from cdclake.local.connect import (
     ConnectClient,
     LocalEndpoints,
@@ -63,7 +67,7 @@ DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
 JVM_LIB = REPO_ROOT / "jvm" / "lib"
 SINK_SOURCE = Path(__file__).resolve().parent / "java"
 SUPERUSER = "postgres"
-PROCESS_ORDER = ("moto", "postgres", "kafka", "connect")
+PROCESS_ORDER = ("moto", "postgres", "metastore", "kafka", "connect")
 LOG4J = """\
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -204,7 +208,7 @@ class LocalStack:
         for name in (*PROCESS_ORDER, *local_fanout.FANOUT_PROCESSES):
             if name in state.processes and not processes.is_running(state.processes[name]):
                 del state.processes[name]
-        for name in ("moto", "postgres", "kafka", "connect"):
+        for name in PROCESS_ORDER:
             if name not in state.processes:
                 port = state.ports.get(name)
                 if port is None or processes.port_open(port):
@@ -228,6 +232,12 @@ class LocalStack:
                 self.save_state(state)
             progress("bootstrapping replication (role, grants, publication)")
             self._bootstrap(state)
+            if "metastore" not in state.processes:
+                progress("starting the Hive metastore")
+                state.processes["metastore"] = self._on_free_ports(
+                    state, partial(local_metastore.start, self), "metastore"
+                )
+                self.save_state(state)
             if "kafka" not in state.processes:
                 progress("starting Kafka (KRaft)")
                 state.processes["kafka"] = self._on_free_ports(
@@ -649,6 +659,7 @@ class LocalStack:
             "s3_bucket": state.bucket,
             "changes_uri": f"s3://{state.bucket}/topics",
             "warehouse": str(self.root / "warehouse"),
+            "metastore_uri": local_metastore.uri(state) if "metastore" in state.ports else None,
             "aws_env": AWS_ENV,
             "processes": {
                 name: {"pid": p.pid, "running": running[name], "log": p.log}
@@ -716,7 +727,12 @@ class LocalStack:
         stopped: list[str] = []
         if state is not None:
             errors = []
-            for name in (*reversed(local_fanout.FANOUT_PROCESSES), *reversed(PROCESS_ORDER)):
+            # Trino (started on demand) reads through the metastore and S3: it stops first.
+            for name in (
+                local_trino.PROCESS,
+                *reversed(local_fanout.FANOUT_PROCESSES),
+                *reversed(PROCESS_ORDER),
+            ):
                 proc = state.processes.get(name)
                 if proc is None:
                     continue

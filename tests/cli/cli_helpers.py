@@ -158,6 +158,12 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
             "no environment config",
         ),
     },
+    "query": {
+        "no_credentials": Case(("query", "--env", "dev", "SELECT 1"), 2, "the local stack only"),
+        "stack_stopped": Case(("query", "SELECT 1"), 1, STACK),
+        "unknown_table": "takes SQL, not a configured table (Trino's TABLE_NOT_FOUND: tests/query)",
+        "unknown_env": Case(("query", "--env", "nope", "SELECT 1"), 2, "no environment config"),
+    },
 }
 
 

@@ -196,3 +196,24 @@ def merge_in_session(spark: Any, table: str) -> dict[str, Any]:
     options = place.merge_options()
     result = run_merge(lambda: spark, AnyFileSystem(), open_table(place, lambda: spark), options)
     return result.as_dict()
+
+
+# --- the metastore service (tests/local/test_stack_metastore.py) ----------------------------
+
+
+@contextmanager
+def metastore_client(uri: str) -> Iterator[Any]:
+    """A thrift client of the Hive metastore at ``thrift://host:port`` (not Spark's: a reader
+    apart from the merge that registered the tables, as Athena is)."""
+    from urllib.parse import urlsplit
+
+    from hive_metastore_client import HiveMetastoreClient
+
+    parts = urlsplit(uri)
+    assert parts.scheme == "thrift" and parts.hostname and parts.port, uri
+    client = HiveMetastoreClient(parts.hostname, parts.port)
+    client.open()
+    try:
+        yield client
+    finally:
+        client.close()

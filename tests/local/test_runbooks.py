@@ -20,6 +20,7 @@ import yaml
 from cdclake.config import CONFIG_DIR
 from cdclake.local.runtime import AWS_ENV
 from cdclake.local.stack import LocalStack
+from cdclake_merge.session import METASTORE_URI_ENV
 from tests.local.local_helpers import (
     change_files,
     lose_slot,
@@ -51,6 +52,7 @@ def stack(local_stack: LocalStack) -> Iterator[LocalStack]:
         # lake_target sets these for this process; the patch puts the originals back.
         for name, value in {**AWS_ENV, "AWS_ENDPOINT_URL": "unset"}.items():
             patch.setenv(name, value)
+        patch.delenv(METASTORE_URI_ENV, raising=False)
         yield local_stack
 
 

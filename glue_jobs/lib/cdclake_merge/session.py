@@ -1,4 +1,5 @@
-"""The local SparkSession: embedded Spark with an embedded (Derby) Hive metastore.
+"""The local SparkSession: embedded Spark with a Hive metastore: the local stack's service
+(thrift, :data:`METASTORE_URI_ENV`) when one runs, else an embedded Derby one.
 
 On Glue the session comes from GlueContext instead; see ``glue_jobs/merge_job.py``.
 :data:`SPARK_CONF` is what both sessions share: the Glue job passes it as its ``--conf``
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 JARS_ENV = "CDCLAKE_SPARK_JARS"  # a folder of jars to add (default: the repo's jvm/lib/spark)
+# The thrift URI of a metastore service to sync to, as the Glue job syncs to Glue's catalog; the
+# local stack sets it for the merges it runs (cdclake.local.lake). Unset: embedded Derby.
+METASTORE_URI_ENV = "CDCLAKE_METASTORE_URI"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
 REPO_JARS = Path(__file__).resolve().parents[3] / "jvm" / "lib" / "spark"
@@ -61,9 +65,11 @@ def spark_jars() -> list[Path]:
 
 
 def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkSession:
-    """A small local session whose catalog lives under ``warehouse``.
+    """A small local session whose tables live under ``warehouse``.
 
-    :data:`SPARK_CONF` as on Glue, plus what only a laptop needs. Shuffle
+    The catalog is the metastore service at ``$CDCLAKE_METASTORE_URI`` when set, else an
+    embedded Derby one under ``warehouse``. :data:`SPARK_CONF` as on Glue, plus what only a
+    laptop needs. Shuffle
     partitions are kept low: local runs are small, and 200 tiny tasks cost more
     than they save.
     """
@@ -81,10 +87,6 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .appName(app_name)
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config(
-            "spark.hadoop.javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={metastore};create=true",
-        )
-        .config(
             "spark.driver.extraJavaOptions",
             f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS}",
         )
@@ -101,13 +103,23 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         # delete blocks as generic records (ClassCastException to HoodieDeleteRecord).
         .config("spark.jars", ",".join(str(j) for j in jars))
         .config("spark.driver.extraClassPath", os.pathsep.join(str(j) for j in jars))
+        .enableHiveSupport()
+    )
+    metastore_uri = os.environ.get(METASTORE_URI_ENV)
+    if metastore_uri:
+        # Spark's catalog and Hudi's sync (its client reads the same Hadoop conf) both talk
+        # thrift to the service, as the Glue job's do to Glue's catalog.
+        builder = builder.config("spark.hadoop.hive.metastore.uris", metastore_uri)
+    else:
+        builder = builder.config(
+            "spark.hadoop.javax.jdo.option.ConnectionURL",
+            f"jdbc:derby:;databaseName={metastore};create=true",
+        )
         # Hudi's catalog sync opens its own metastore client, which checks the schema version
         # Spark's embedded Derby metastore never records: every process after the one that
         # created it failed the sync (after the data commit) with "Version information not
         # found in metastore" (apache/hudi#6808). Glue's catalog has no such check.
-        .config("spark.hadoop.hive.metastore.schema.verification", "false")
-        .enableHiveSupport()
-    )
+        builder = builder.config("spark.hadoop.hive.metastore.schema.verification", "false")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     for key, value in s3_settings(os.environ).items():
