@@ -1,20 +1,23 @@
-"""Helpers for the query tests: a stack of moto S3 alone, Trino on it, the CLI against it."""
+"""Helpers for the query tests: Trino on the session's local stack, the CLI against it."""
 
 from __future__ import annotations
 
+import datetime as dt
+import gzip
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pg8000.native import Connection
 
-from cdclake.local import metastore as local_metastore
-from cdclake.local import processes
 from cdclake.local import trino as local_trino
 from cdclake.local.processes import StackError
-from cdclake.local.runtime import State
 from cdclake.local.stack import LocalStack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,25 +35,6 @@ def missing_engine() -> str | None:
             "the Trino distribution is not resolved and Maven (mvn) is not installed to resolve it"
         )
     return None
-
-
-def start_catalog(stack: LocalStack) -> None:
-    """Start moto S3, PostgreSQL and the Hive metastore on ``stack``: what Trino reads through.
-
-    Kafka and Connect are not needed to start Trino and query what it wrote, so only the
-    stack's own starts of those three run (the ones `up` runs, in its order).
-    """
-    state = State(env="local", bucket=f"{stack.config.prefix}-changes")
-    for name in ("moto", "postgres", local_metastore.NAME):
-        state.ports[name] = processes.free_port()
-    stack.save_state(state)
-    state.processes["moto"] = stack._start_moto(state)
-    stack.save_state(state)
-    stack._ensure_bucket(state)
-    state.processes["postgres"] = stack._start_postgres(state)
-    stack.save_state(state)
-    state.processes[local_metastore.NAME] = local_metastore.start(stack, state)
-    stack.save_state(state)
 
 
 def metastore_tables(stack: LocalStack) -> list[tuple[str, str]]:
@@ -107,3 +91,75 @@ def listening(pid: int) -> list[tuple[str, int]]:
                 address, port = fields[1].rsplit(":", 1)
                 found.append((address, int(port, 16)))
     return found
+
+
+# --- the lake read back through the catalog (test_lake_through_trino.py) ------------------------
+
+
+def topic_events(stack: LocalStack, topic: str) -> list[dict[str, Any]]:
+    """The Debezium payloads of ``topic`` in the stack's change bucket, in offset order."""
+    state = stack.load_state()
+    assert state is not None
+    s3 = stack.s3_client(state)
+    payloads: list[dict[str, Any]] = []
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=state.bucket, Prefix=f"topics/{topic}/"
+    )
+    for key in sorted(item["Key"] for page in pages for item in page.get("Contents", [])):
+        body = s3.get_object(Bucket=state.bucket, Key=key)["Body"].read()
+        if key.endswith(".gz"):
+            body = gzip.decompress(body)
+        payloads += [json.loads(line)["payload"] for line in body.decode().splitlines() if line]
+    return payloads
+
+
+def wait_until(check: Callable[[], bool], what: str, *, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(2)
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """A timestamptz as the lake stores it: UTC, naive, to the millisecond Trino returns."""
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _metastore_rows(stack: LocalStack, sql: str, **params: Any) -> list[list[Any]]:
+    """Rows of the metastore's own PostgreSQL schema (what a thrift client would be told)."""
+    state = stack.load_state()
+    assert state is not None
+    conn = Connection(
+        user="postgres", host="127.0.0.1", port=state.ports["postgres"], database="metastore"
+    )
+    try:
+        return [list(row) for row in conn.run(sql, **params)]
+    finally:
+        conn.close()
+
+
+def registered_formats(stack: LocalStack, database: str) -> dict[str, str]:
+    """Each table of ``database``: the input format its storage descriptor names."""
+    rows = _metastore_rows(
+        stack,
+        'SELECT t."TBL_NAME", s."INPUT_FORMAT" FROM "TBLS" t'
+        ' JOIN "DBS" d ON d."DB_ID" = t."DB_ID" JOIN "SDS" s ON s."SD_ID" = t."SD_ID"'
+        ' WHERE d."NAME" = :db',
+        db=database,
+    )
+    return {str(name): str(fmt) for name, fmt in rows}
+
+
+def registered_partitions(stack: LocalStack, database: str, table: str) -> list[str]:
+    """The partition values registered for ``table`` (``col=value`` names, values only)."""
+    rows = _metastore_rows(
+        stack,
+        'SELECT p."PART_NAME" FROM "PARTITIONS" p JOIN "TBLS" t ON t."TBL_ID" = p."TBL_ID"'
+        ' JOIN "DBS" d ON d."DB_ID" = t."DB_ID" WHERE d."NAME" = :db AND t."TBL_NAME" = :t',
+        db=database,
+        t=table,
+    )
+    return sorted(str(name).split("=", 1)[1] for (name,) in rows)

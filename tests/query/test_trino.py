@@ -1,21 +1,18 @@
 """Issue 30: Trino (Athena's engine) on the local stack, and `cdclake query` through it.
 
-One Trino for the module, started the way `cdclake query` starts it, on a stack of moto S3,
-PostgreSQL and the Hive metastore (no Kafka: nothing here captures). The last test stops it
-with `cdclake local down`.
+Trino on the session's stack, started the way `cdclake query` starts it (the first query);
+`cdclake local down` stops it with the stack after the last test using it, whose fixture
+fails on any process left behind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from decimal import Decimal
 
 import pytest
 
-from cdclake.local import processes
 from cdclake.local import trino as local_trino
 from cdclake.local.stack import LocalStack
 from cdclake.query import engine_port
@@ -25,7 +22,6 @@ from tests.query.query_helpers import (
     metastore_tables,
     missing_engine,
     run_cli,
-    start_catalog,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.moto]
@@ -43,15 +39,11 @@ ROWS = (
 
 
 @pytest.fixture(scope="module")
-def stack(
-    own_local_stack: Callable[..., AbstractContextManager[LocalStack]],
-) -> Iterator[LocalStack]:
+def stack(local_stack: LocalStack) -> LocalStack:
     reason = missing_engine()
     if reason is not None:
         pytest.skip(reason)
-    with own_local_stack("query") as stack:
-        start_catalog(stack)
-        yield stack
+    return local_stack
 
 
 @pytest.fixture(scope="module")
@@ -202,18 +194,3 @@ def test_query_cli_unknown_table_one_line_error(stack: LocalStack, port: int) ->
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: TABLE_NOT_FOUND"), lines[0]
     assert "hive.shop.nope" in lines[0]
-
-
-def test_local_down_trino_stopped_no_process_left(stack: LocalStack, port: int) -> None:
-    state = stack.load_state()
-    assert state is not None
-    trino = state.processes[local_trino.PROCESS]
-    assert processes.is_running(trino)
-    result = run_cli(stack.root, "local", "down")
-    assert result.returncode == 0, result.stderr
-    assert "trino" in result.stderr
-    assert not processes.is_running(trino)
-    assert processes.group_members(trino.pid) == []
-    after = stack.load_state()
-    assert after is not None
-    assert local_trino.PROCESS not in after.processes
