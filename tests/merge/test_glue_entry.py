@@ -185,3 +185,25 @@ def test_local_session_sets_the_glue_jobs_spark_conf(spark: Any) -> None:
     from cdclake_merge.session import SPARK_CONF
 
     assert {key: spark.conf.get(key, None) for key in SPARK_CONF} == dict(SPARK_CONF)
+
+
+def test_local_session_start_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    """A CLI run's stderr is for its own lines: PySpark's start says nothing there (Spark
+    announces its default log level unless the gateway's logger has a level of its own)."""
+    import subprocess
+    import sys
+
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cdclake_merge.session import local_session; "
+            "local_session(sys.argv[1]).range(3).count()",
+            str(tmp_path / "warehouse"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert started.stderr == ""
