@@ -200,6 +200,7 @@ def _stack_in_tmp(
     import tempfile
 
     from cdclake.local.stack import LocalStack
+    from cdclake_merge.session import METASTORE_URI_ENV
 
     # Not under pytest's tmp dir: that is mode 0700 for root, and PostgreSQL runs as `postgres`.
     root = Path(tempfile.mkdtemp(prefix=f"cdclake-{prefix}-", dir="/tmp"))
@@ -216,6 +217,9 @@ def _stack_in_tmp(
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             shutil.rmtree(root, ignore_errors=True)
+            # What an in-process `--env local` command pointed this process at is gone now;
+            # a later CLI merge inheriting it would sync to a stopped metastore.
+            os.environ.pop(METASTORE_URI_ENV, None)
         assert not leftovers, f"stopping the stack left processes running: {leftovers}"
 
 

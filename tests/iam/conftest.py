@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.iam.iam_helpers import (
+    KAFKA_RECORDED_TABLES,
     REGION,
     SERVER_USER_AGENT,
     KafkaRecording,
@@ -326,7 +327,10 @@ def kafka_recording(
         with stack.connect() as conn:
             conn.run("INSERT INTO public.orders VALUES (2, '2026-01-02', 'streamed')")
         s3 = stack.s3_client(state)
-        prefixes = [f"topics/{topic_name(stack.config, t)}/" for t in stack.config.lake_tables]
+        prefixes = [
+            f"topics/{topic_name(stack.config, stack.config.lake_table(t))}/"
+            for t in KAFKA_RECORDED_TABLES
+        ]
         # Written, committed: both tables' change files in S3, the sink group's offsets and
         # the source's offsets (flushed every offset.flush.interval.ms) in Kafka.
         committed = (

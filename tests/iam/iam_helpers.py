@@ -1521,3 +1521,8 @@ def needed_sids(
             allowing([statements[index]], a.action, a.resource, dict(a.context)) for a in denied
         ), sid(statements[index])
     return {sid(statements[i]) for i in needed}
+
+
+#: The lake tables of config/local.yaml the Kafka recording creates and writes (conftest.py's
+#: kafka_recording); the others (tests/query's) are configured but not created there.
+KAFKA_RECORDED_TABLES = ("public.customers", "public.orders")

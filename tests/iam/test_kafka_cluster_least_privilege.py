@@ -20,6 +20,7 @@ import pytest
 from cdclake.config import EnvironmentConfig, load_config
 from connectors.configs import connector_name, heartbeat_topic, offsets_topic, topic_name
 from tests.iam.iam_helpers import (
+    KAFKA_RECORDED_TABLES,
     Access,
     KafkaRecording,
     Physical,
@@ -42,8 +43,6 @@ pytestmark = [pytest.mark.cdk, pytest.mark.postgres, pytest.mark.slow]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "iam.md"
 ENV = "dev"
-# The lake tables the recording creates and writes (kafka_recording in conftest.py).
-RECORDED_TABLES = ("public.customers", "public.orders")
 #: MSK's cluster ARNs end in "<cluster uuid>-<n>" (docs' "Authorization policy resources").
 CLUSTER_UUID = "0d9f3f1e-6f8a-4c5e-9c31-2b7d1a4e8f60-2"
 #: MSK Connect names its workers' group and config/status topics itself, per connector, under
@@ -133,7 +132,7 @@ def test_kafka_cluster_recording_covers_the_connectors_work_recorded(
     seen = {(a.action, a.resource) for a in accesses}
     sink_group = msk_arn(cluster_arn, "Group", f"connect-{connector_name(dev, 's3-sink')}")
     assert ("kafka-cluster:AlterGroup", sink_group) in seen
-    for table in map(load_config("local").lake_table, RECORDED_TABLES):
+    for table in map(load_config("local").lake_table, KAFKA_RECORDED_TABLES):
         topic = msk_arn(cluster_arn, "Topic", topic_name(dev, table))
         for action in ("CreateTopic", "WriteData", "ReadData"):
             assert (f"kafka-cluster:{action}", topic) in seen, (action, topic)

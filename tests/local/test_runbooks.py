@@ -49,10 +49,16 @@ def stack(local_stack: LocalStack) -> Iterator[LocalStack]:
         pytest.skip(f"the runbooks merge: {reason}")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CDCLAKE_LOCAL_DIR", str(local_stack.root))
-        # lake_target sets these for this process; the patch puts the originals back.
-        for name, value in {**AWS_ENV, "AWS_ENDPOINT_URL": "unset"}.items():
+        # lake_target sets these for this process; the patch puts the originals back. The
+        # metastore URI is set empty (no metastore: the session's Spark stays on Derby) so that
+        # undoing the patch removes the one lake_target sets: left behind, it would point later
+        # CLI merges (tests/merge) at a stopped service.
+        for name, value in {
+            **AWS_ENV,
+            "AWS_ENDPOINT_URL": "unset",
+            METASTORE_URI_ENV: "",
+        }.items():
             patch.setenv(name, value)
-        patch.delenv(METASTORE_URI_ENV, raising=False)
         yield local_stack
 
 
