@@ -190,6 +190,18 @@ def catalog_properties(endpoints: TrinoEndpoints) -> dict[str, dict[str, str]]:
     }
 
 
+def node_properties(base: Path) -> dict[str, str]:
+    """node.properties: written for reading, passed to the JVM as ``-D`` (:func:`command`)."""
+    return {
+        "node.environment": "cdclake_local",
+        "node.id": "cdclake-local-trino",
+        "node.data-dir": str(base / "data"),
+        "node.internal-address": "127.0.0.1",
+        # Trino binds every interface unless told; the stack listens on 127.0.0.1 only.
+        "node.bind-ip": "127.0.0.1",
+    }
+
+
 def server_files(endpoints: TrinoEndpoints, *, home: Path, base: Path) -> dict[str, str]:
     """Every file under ``base/etc`` by its relative path: what a (re)start depends on.
 
@@ -209,17 +221,9 @@ def server_files(endpoints: TrinoEndpoints, *, home: Path, base: Path) -> dict[s
         # Requests are in logs/trino.log when they fail; no second log under the cwd.
         "http-server.log.enabled": "false",
     }
-    node = {
-        "node.environment": "cdclake_local",
-        "node.id": "cdclake-local-trino",
-        "node.data-dir": str(base / "data"),
-        "node.internal-address": "127.0.0.1",
-        # Trino binds every interface unless told; the stack listens on 127.0.0.1 only.
-        "node.bind-ip": "127.0.0.1",
-    }
     files = {
         "config.properties": render_properties(config),
-        "node.properties": render_properties(node),
+        "node.properties": render_properties(node_properties(base)),
         "jvm.config": "\n".join(JVM_CONFIG) + "\n",
         "log.properties": "io.trino=INFO\n",
     }
@@ -242,11 +246,6 @@ def command(java: Path, home: Path, etc: Path, node: dict[str, str]) -> list[str
     ]
 
 
-def _properties(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
-    return {key.strip(): value.strip() for key, value in pairs}
-
-
 def ready(port: int) -> bool:
     """The server finished starting: every catalog is loaded and queries are accepted."""
     info = requests.get(f"http://127.0.0.1:{port}/v1/info", timeout=5).json()
@@ -261,9 +260,8 @@ def ensure_running(
     timeout: float = 300.0,
     progress: Callable[[str], None] = lambda _: None,
 ) -> int:
-    """Trino's port; starts it (or restarts it on changed catalogs) when needed. Needs moto."""
-    if "moto" not in state.processes or not processes.is_running(state.processes["moto"]):
-        raise StackError("the local stack is not running: start it with `cdclake local up`")
+    """Trino's port; starts it (or restarts it on changed catalogs) when needed. The stack's
+    moto and metastore must run (``cdclake.query.engine_port`` checks before calling)."""
     home = distribution(progress)
     base = stack.root / PROCESS
 
@@ -297,7 +295,7 @@ def ensure_running(
         (base / "data").mkdir(parents=True, exist_ok=True)
         proc = processes.spawn(
             PROCESS,
-            command(java_home(), home, etc, _properties(written["node.properties"])),
+            command(java_home(), home, etc, node_properties(base)),
             log=stack.log_path(PROCESS),
             cwd=base,
         )

@@ -35,7 +35,6 @@ from cdclake.local.stack import LocalStack
 from cdclake.query import engine_port
 from tests.query.query_helpers import (
     as_utc,
-    missing_engine,
     registered_formats,
     registered_partitions,
     run_cli,
@@ -93,14 +92,6 @@ Phase = dict[str, dict[str, Any]]
 
 def _lake_name(table: str) -> str:
     return table.replace(".", "_")
-
-
-@pytest.fixture(scope="module")
-def stack(local_stack: LocalStack) -> LocalStack:
-    reason = missing_engine()
-    if reason is not None:
-        pytest.skip(reason)
-    return local_stack
 
 
 @pytest.fixture(scope="module")

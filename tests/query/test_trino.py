@@ -20,7 +20,6 @@ from tests.query.query_helpers import (
     bucket_keys,
     listening,
     metastore_tables,
-    missing_engine,
     run_cli,
 )
 
@@ -36,14 +35,6 @@ ROWS = (
     " (1, 12.50, TIMESTAMP '2026-01-02 03:04:05.678', 'first', DATE '2026-01-02'),"
     " (2, -0.01, TIMESTAMP '2026-01-03 00:00:00.000', NULL, DATE '2026-01-03')"
 )
-
-
-@pytest.fixture(scope="module")
-def stack(local_stack: LocalStack) -> LocalStack:
-    reason = missing_engine()
-    if reason is not None:
-        pytest.skip(reason)
-    return local_stack
 
 
 @pytest.fixture(scope="module")

@@ -69,9 +69,8 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
 
     The catalog is the metastore service at ``$CDCLAKE_METASTORE_URI`` when set, else an
     embedded Derby one under ``warehouse``. :data:`SPARK_CONF` as on Glue, plus what only a
-    laptop needs. Shuffle
-    partitions are kept low: local runs are small, and 200 tiny tasks cost more
-    than they save.
+    laptop needs. Shuffle partitions are kept low: local runs are small, and 200 tiny tasks
+    cost more than they save.
     """
     from pyspark.sql import SparkSession
 
