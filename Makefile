@@ -7,6 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ENV ?= dev
 PYTEST_ARGS ?=
+# Test processes, one per core: much of the suite waits on JVMs, PostgreSQL and Kafka rather
+# than computing. Tests sharing a session's fixtures share a process, and the groups start in
+# the order tests/conftest.py gives them (the longest first), not by their number of tests.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # jsii prints a banner per process on Node 20; CDK itself works there.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -58,8 +62,8 @@ format: setup ## Apply ruff fixes and formatting
 typecheck: setup ## Type-check cdclake/, stacks/, lambdas/ and connectors/ with mypy
 	$(VENV)/bin/mypy
 
-unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it; PYTEST_WORKERS=0 for one process)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 test: lint typecheck unit ## Lint, type-check and run every test (what CI runs)
 

@@ -232,23 +232,39 @@ def _cli_down(stack: LocalStack) -> None:
     assert stopped.exit_code == 0, stopped.output
 
 
-@pytest.hookimpl(trylast=True)
+SHARED_STACK_GROUP = "local_stack"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules using the session's stack run one after another from where the first of them
-    is (each in its order), and the stack stops after the last test using it: its JVMs do not
-    idle under other tests, nor under another area's own stack."""
+    """The modules using the session's stack run first, one after another (each in its order),
+    and the stack stops after the last test using it: its JVMs do not idle under other tests,
+    nor under another area's own stack; and as the longest group of tests, it starts first.
+
+    Under pytest-xdist (``make test`` runs a worker per core) each worker is a session of its
+    own, so what shares a session's fixtures must share a worker: those modules form one group,
+    an area with a conftest of its own (which may hold session fixtures, such as tests/iam's
+    recordings) another, and any other module one of its own. Before xdist's own hook, which
+    reads the groups."""
 
     def uses(item: pytest.Item) -> bool:
         return bool(SHARED_STACK_FIXTURES & set(getattr(item, "fixturenames", ())))
 
     modules = {getattr(item, "module", None) for item in items if uses(item)}
+    for item in items:
+        if getattr(item, "module", None) in modules:
+            group = SHARED_STACK_GROUP
+        else:
+            area = ROOT / "tests" / Path(str(item.path)).relative_to(ROOT / "tests").parts[0]
+            whole_area = (area / "conftest.py").is_file()
+            group = str((area if whole_area else item.path).relative_to(ROOT))
+        item.add_marker(pytest.mark.xdist_group(group))
     _SHARED_STACK["last_user"] = None
     if modules:
-        first = next(n for n, item in enumerate(items) if getattr(item, "module", None) in modules)
         block = [item for item in items if getattr(item, "module", None) in modules]
-        rest = [item for item in items[first:] if getattr(item, "module", None) not in modules]
-        items[first:] = block + rest
-        _SHARED_STACK["last_user"] = [item for item in block if uses(item)][-1].nodeid
+        rest = [item for item in items if getattr(item, "module", None) not in modules]
+        items[:] = block + rest
+        _SHARED_STACK["last_user"] = [item for item in block if uses(item)][-1]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -257,7 +273,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         stop = _SHARED_STACK.get("stop")
-        if stop is not None and item.nodeid == _SHARED_STACK.get("last_user"):
+        if stop is not None and item is _SHARED_STACK.get("last_user"):
             stop()
 
 
