@@ -232,33 +232,68 @@ def _cli_down(stack: LocalStack) -> None:
     assert stopped.exit_code == 0, stopped.output
 
 
-SHARED_STACK_GROUP = "local_stack"
+# The areas whose modules may use the session's stack: under pytest-xdist they share a worker.
+SHARED_STACK_AREAS = frozenset({"local", "fanout_e2e", "query"})
+SHARED_STACK_GROUP = "the shared local stack"
 
 
-@pytest.hookimpl(tryfirst=True)
+def worker_group(nodeid: str) -> str:
+    """Which tests share a pytest-xdist worker (``make test`` runs one per core).
+
+    Each worker is a session of its own, so what shares a session's fixtures must share a
+    worker: the areas on the shared stack form one group; an area with a conftest of its own
+    (which may hold session fixtures, such as tests/iam's recordings) another; any other
+    module one of its own. A pure function of the node ID: xdist's controller, which groups,
+    collects nothing.
+    """
+    path = Path(nodeid.split("::")[0])
+    if len(path.parts) < 3:  # a module directly under tests/
+        return str(path)
+    area = path.parts[1]
+    if area in SHARED_STACK_AREAS:
+        return SHARED_STACK_GROUP
+    return str(path.parent if (ROOT / "tests" / area / "conftest.py").is_file() else path)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (as ``make unit`` runs) with :func:`worker_group`'s groups.
+
+    Not xdist's own `loadgroup`: it names a group by rewriting node IDs, which pytest 9 no
+    longer allows, so every test ran where it happened to be sent."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return WorkerGroups(config, log)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules using the session's stack run first, one after another (each in its order),
     and the stack stops after the last test using it: its JVMs do not idle under other tests,
-    nor under another area's own stack; and as the longest group of tests, it starts first.
-
-    Under pytest-xdist (``make test`` runs a worker per core) each worker is a session of its
-    own, so what shares a session's fixtures must share a worker: those modules form one group,
-    an area with a conftest of its own (which may hold session fixtures, such as tests/iam's
-    recordings) another, and any other module one of its own. Before xdist's own hook, which
-    reads the groups."""
+    nor under another area's own stack; and as the longest group, it starts first on a worker."""
 
     def uses(item: pytest.Item) -> bool:
         return bool(SHARED_STACK_FIXTURES & set(getattr(item, "fixturenames", ())))
 
     modules = {getattr(item, "module", None) for item in items if uses(item)}
-    for item in items:
-        if getattr(item, "module", None) in modules:
-            group = SHARED_STACK_GROUP
-        else:
-            area = ROOT / "tests" / Path(str(item.path)).relative_to(ROOT / "tests").parts[0]
-            whole_area = (area / "conftest.py").is_file()
-            group = str((area if whole_area else item.path).relative_to(ROOT))
-        item.add_marker(pytest.mark.xdist_group(group))
+    strays = sorted(
+        {
+            item.nodeid.split("::")[0]
+            for item in items
+            if uses(item) and worker_group(item.nodeid) != SHARED_STACK_GROUP
+        }
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use the session's local stack: add the area to "
+            "SHARED_STACK_AREAS in tests/conftest.py, so that one worker runs them all"
+        )
     _SHARED_STACK["last_user"] = None
     if modules:
         block = [item for item in items if getattr(item, "module", None) in modules]
