@@ -9,7 +9,7 @@ ENV ?= dev
 PYTEST_ARGS ?=
 # Test processes, one per core: much of the suite waits on JVMs, PostgreSQL and Kafka rather
 # than computing. Tests sharing a session's fixtures share a process, and the groups start in
-# the order tests/conftest.py gives them (the longest first), not by their number of tests.
+# collection order (tests/conftest.py puts the shared stack's, the longest, first), not by size.
 PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # jsii prints a banner per process on Node 20; CDK itself works there.
