@@ -79,6 +79,12 @@ def line(event: dict[str, Any] | None) -> str:
     return json.dumps(event)
 
 
+def lines_frame(spark: Any, texts: list[str], file: str = "f") -> Any:
+    """``texts`` as the lines (``file``, ``line``, ``text``) of one change file, one partition."""
+    rows = [(file, number, text) for number, text in enumerate(texts, 1)]
+    return spark.createDataFrame(rows, "file string, line bigint, text string").coalesce(1)
+
+
 # --- lakes: a changes folder and a real Hudi table, merged as the CLI and Glue do -------------
 
 _tables = itertools.count()

@@ -20,8 +20,8 @@ import pytest
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.hudi import MAX_NAMED_KEYS, HudiTable
 from cdclake_merge.job import RunResult, read_and_count
-from cdclake_merge.transforms import MANY_REASONS, parse_lines, run_summary, split_lines
-from tests.merge.support import Lake, envelope
+from cdclake_merge.transforms import MANY_REASONS, parse_lines, run_summary
+from tests.merge.support import Lake, envelope, lines_frame
 
 SMALL_DRIVER = "450m"
 MILLION = 1_000_000
@@ -130,8 +130,7 @@ def test_merge_million_distinct_bad_lines_quarantine_keeps_every_full_reason(
 
 
 def _parsed(spark: Any, texts: list[str], spec: TableSpec) -> Any:
-    files = spark.createDataFrame([("f", "\n".join(texts))], "path string, value string")
-    return parse_lines(split_lines(files), spec)
+    return parse_lines(lines_frame(spark, texts), spec)
 
 
 @pytest.mark.spark

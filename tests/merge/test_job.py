@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
+from cdclake_merge.transforms import number_lines
 from tests.merge.support import Lake, envelope, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
@@ -38,6 +39,36 @@ def u(id_: int, name: str, lsn: int, **extra: Any) -> dict[str, Any]:
 
 def d(id_: int, lsn: int) -> dict[str, Any]:
     return envelope("d", lsn=lsn, before={"id": id_})
+
+
+def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    contents = {"a.json": "x\r\n\ny\n", "b.json": "", "c.json": "\n", "d.json": "last"}
+    for name, text in contents.items():
+        (tmp_path / name).write_text(text)
+    read = number_lines(read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
+    rows = sorted((r["file"].rsplit("/", 1)[-1], r["line"], r["text"]) for r in read.collect())
+    assert rows == [
+        ("a.json", 1, "x\r"),
+        ("a.json", 2, ""),
+        ("a.json", 3, "y"),
+        ("c.json", 1, ""),
+        ("d.json", 1, "last"),
+    ]
+
+
+def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "big.json"
+    path.write_text("".join(f"line {n:04d} " + "x" * 90 + "\n" for n in range(1, 301)))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
+    try:
+        read = read_lines(spark, [str(path)]).persist()
+        splits = read.select("_split").distinct().count()
+        rows = number_lines(read).collect()
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert splits > 10
+    assert sorted(r["line"] for r in rows) == list(range(1, 301))
+    assert all(r["text"].startswith(f"line {r['line']:04d} ") for r in rows)
 
 
 def test_run_merge_applies_upserts_and_deletes(lake: Lake) -> None:

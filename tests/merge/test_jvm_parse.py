@@ -11,14 +11,15 @@ import pytest
 
 from cdclake_merge.debezium import UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
-from cdclake_merge.job import parse_undecided
+from cdclake_merge.job import parse_undecided, read_lines
 from cdclake_merge.jvm_parse import HEAD_END, classify_lines, heads_in, plan_head, plan_heads
-from cdclake_merge.transforms import parse_lines, split_lines
+from cdclake_merge.transforms import number_lines, parse_lines
 from tests.merge.support import (
     compact_line,
     decimal_b64,
     envelope,
     field,
+    lines_frame,
     outcome_rows,
     with_schema,
 )
@@ -119,8 +120,7 @@ DECIDED = {
 @pytest.fixture(scope="module")
 def edge_cases(spark):  # type: ignore[no-untyped-def]
     texts = [*DECIDED.values(), *UNDECIDED.values()]
-    files = spark.createDataFrame([("f", "\n".join(texts) + "\n")], "path string, value string")
-    lines = split_lines(files)
+    lines = lines_frame(spark, texts)
     plans = plan_heads(heads_in("\n".join(texts).encode()), SPEC)
     classified = classify_lines(lines, plans)
     decided = {r["line"] for r in classified.where("fast.ok").select("line").collect()}
@@ -142,8 +142,7 @@ def generated(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
     root = tmp_path_factory.mktemp("generated")
     generate_files(root, GeneratorOptions(events=2_000, keys=150, seed=5, flush_size=400))
     paths = sorted(str(p) for p in (root / "topics").rglob("*.json"))
-    files = spark.read.text(paths, wholetext=True).selectExpr("input_file_name() AS path", "value")
-    lines = split_lines(files)
+    lines = number_lines(read_lines(spark, paths))
     heads = [h for p in paths for h in heads_in(Path(p).read_bytes()[:65536])]
     classified = classify_lines(lines, plan_heads(list(dict.fromkeys(heads)), SPEC))
     cached: list[Any] = []

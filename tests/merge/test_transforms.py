@@ -15,13 +15,13 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
+    number_lines,
     order_key,
     parse_lines,
     run_summary,
-    split_lines,
     truncated_rows,
 )
-from tests.merge.support import envelope, line
+from tests.merge.support import envelope, line, lines_frame
 
 pytestmark = pytest.mark.spark
 
@@ -166,24 +166,29 @@ def test_truncated_rows_are_deletions_for_change_sinks(spark) -> None:  # type: 
     assert [(r["id"], r["_cdc_deleted"]) for r in removed] == [(1, True)]
 
 
-def test_split_lines_numbers_lines_per_file_and_ignores_final_newline(spark) -> None:  # type: ignore[no-untyped-def]
-    files = spark.createDataFrame(
-        [("f", "a\r\n\nb\n"), ("g", "null"), ("h", "\n"), ("i", "")], "path string, value string"
+def test_number_lines_counts_earlier_splits_of_the_file(spark) -> None:  # type: ignore[no-untyped-def]
+    second = 1 << 33  # a row id of the scan's second partition
+    read = spark.createDataFrame(
+        [
+            ("f", 0, 10, "a"),
+            ("f", 0, 11, "b"),
+            ("g", 0, 12, "c"),
+            ("f", 64, second, "d"),
+            ("f", 64, second + 1, "e"),
+            ("f", 128, 2 * second, "f"),
+        ],
+        "file string, _split bigint, _row bigint, text string",
     )
-    rows = split_lines(files).orderBy("file", "line").collect()
-    assert [(r["file"], r["line"], r["text"]) for r in rows] == [
-        ("f", 1, "a\r"),
-        ("f", 2, ""),
-        ("f", 3, "b"),
-        ("g", 1, "null"),
-        ("h", 1, ""),
-        ("i", 1, ""),
-    ]
+    expected = spark.createDataFrame(
+        [("f", 1, "a"), ("f", 2, "b"), ("f", 3, "d"), ("f", 4, "e"), ("f", 5, "f"), ("g", 1, "c")],
+        "file string, line bigint, text string",
+    )
+    assert_df_equality(number_lines(read), expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_parse_lines_keeps_line_numbers_and_raw_text_of_bad_lines(spark) -> None:  # type: ignore[no-untyped-def]
-    files = spark.createDataFrame([("f", "a\r\n\nb\n"), ("g", "null")], "path string, value string")
-    rows = parse_lines(split_lines(files), TableSpec(("id",))).orderBy("file", "line").collect()
+    lines = lines_frame(spark, ["a\r", "", "b"]).unionByName(lines_frame(spark, ["null"], "g"))
+    rows = parse_lines(lines, TableSpec(("id",))).orderBy("file", "line").collect()
     outcomes = [(r["file"], r["line"], r["kind"], r["raw"]) for r in rows]
     assert outcomes == [
         ("f", 1, "bad", "a\r"),
@@ -195,8 +200,7 @@ def test_parse_lines_keeps_line_numbers_and_raw_text_of_bad_lines(spark) -> None
 
 def test_parse_lines_reports_columns_and_toast_in_schema_row(spark) -> None:  # type: ignore[no-untyped-def]
     text = line(envelope("u", lsn=5, after={"id": 1, "bio": "__debezium_unavailable_value"}))
-    files = spark.createDataFrame([("f", f"{text}\nnull\n")], "path string, value string")
-    parsed = parse_lines(split_lines(files), TableSpec(("id",))).collect()
+    parsed = parse_lines(lines_frame(spark, [text, "null"]), TableSpec(("id",))).collect()
     kinds = sorted(r["kind"] for r in parsed)
     assert kinds == ["event", "schema", "skip"]
     schema_row = next(r for r in parsed if r["kind"] == "schema")
@@ -227,10 +231,9 @@ def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-u
 
 def test_run_summary_counts_outcomes_and_finds_newest_truncate(spark) -> None:  # type: ignore[no-untyped-def]
     texts = [line(envelope("t", lsn=30)), "null", line(envelope("t", lsn=70)), "{"]
-    files = spark.createDataFrame([("f", "\n".join(texts))], "path string, value string")
     summary = {
         (r["kind"], r["op"]): r
-        for r in run_summary(parse_lines(split_lines(files), TableSpec(("id",)))).collect()
+        for r in run_summary(parse_lines(lines_frame(spark, texts), TableSpec(("id",)))).collect()
     }
     assert summary[("event", "t")]["count"] == 2
     assert summary[("event", "t")]["order"] == o(70)

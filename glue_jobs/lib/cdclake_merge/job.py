@@ -26,6 +26,8 @@ from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
+    ROW,
+    SPLIT,
     TOAST,
     align,
     changed_rows,
@@ -36,9 +38,9 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
+    number_lines,
     parse_lines,
     run_summary,
-    split_lines,
     truncated_rows,
     undecided_lines,
 )
@@ -125,27 +127,38 @@ def scan_changes(fs: FileSystem, changes: str, previous: TableState) -> Scan:
     return scan(fs, changes, previous.positions, previous.legacy_applied)
 
 
-def read_files(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """The change files as (``path``, whole-file ``value``) rows, in few partitions.
+def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """The change files' lines as (``file``, ``_split``, ``_row``, ``text``), in few partitions.
 
-    Spark checks more than 32 explicit paths with a listing job of up to 10,000
-    tasks, and packs small files about 30 to a partition. With 10,000 small files
-    (a backlog, a quiet table) both cost far more than the data: the listing job is
-    capped at two tasks per core and the files are coalesced to four partitions per
-    core. Large files keep one partition each.
+    Lines end at ``\\n`` only (``\\r`` stays on its line; parsing strips it), and a final
+    newline ends the last line. Read as lines, not as whole files split afterwards: splitting
+    a whole file decodes it to Java's UTF-16 and back, which took a third of a first load's
+    read. ``_split`` and ``_row`` (the line's split and a row id counted in the scan's order)
+    are what :func:`~cdclake_merge.transforms.number_lines` numbers the lines from; nothing may
+    filter the lines before the row id is taken.
+
+    Spark checks more than 32 explicit paths with a listing job of up to 10,000 tasks, and
+    packs small files about 30 to a partition. With 10,000 small files (a backlog, a quiet
+    table) both cost far more than the data: the listing job is capped at two tasks per core
+    and the partitions are coalesced to four per core.
     """
     cores = max(spark.sparkContext.defaultParallelism, 1)
     setting = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
     before = spark.conf.get(setting, None)
     spark.conf.set(setting, str(2 * cores))
     try:  # the paths are listed here, when the reader resolves them
-        frame = spark.read.text(paths, wholetext=True)
+        frame = spark.read.text(paths, lineSep="\n")
     finally:
         if before is None:
             spark.conf.unset(setting)
         else:
             spark.conf.set(setting, before)
-    return frame.select(F.input_file_name().alias("path"), "value").coalesce(4 * cores)
+    located = frame.select(
+        F.input_file_name().alias("file"),
+        F.col("_metadata.file_block_start").alias(SPLIT),
+        F.col("value").alias("text"),
+    ).coalesce(4 * cores)
+    return located.select("file", SPLIT, F.monotonically_increasing_id().alias(ROW), "text")
 
 
 def _ordered_signatures(
@@ -204,11 +217,10 @@ def run_merge(
 
     progress("read")
     plans = plan_files(fs, new_files, options.spec)
-    lines = split_lines(read_files(spark, new_files))
-    classified = classify_lines(lines, plans).persist()
+    classified = classify_lines(read_lines(spark, new_files), plans).persist()
     cached = [classified]  # released however the run ends: long-lived sessions must not pile up
     try:
-        parsed = parse_undecided(classified, options.spec, cached)
+        parsed = parse_undecided(number_lines(classified), options.spec, cached)
         summary = read_and_count(parsed, result)
         gate_bad_fraction(parsed, result, options, sink, previous)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec, dumps, parse_line
@@ -25,6 +25,8 @@ SOURCE_TS = "_cdc_source_ts"  # commit time in the source database, UTC
 DELETED = "_cdc_deleted"  # internal: marks tombstones in the state
 TOAST = "_cdc_toast"  # internal: columns that carried the unavailable-value placeholder
 METADATA_COLUMNS = (ORDER, LSN, OP, SOURCE_TS)
+# Where a line read sits: its split's start in the file, and a row id (see number_lines).
+SPLIT, ROW = "_split", "_row"
 METADATA_DDL = f"`{ORDER}` string, `{LSN}` bigint, `{OP}` string, `{SOURCE_TS}` timestamp"
 
 PARSED_DDL = (
@@ -42,26 +44,25 @@ def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
 
 
-def split_lines(files: DataFrame) -> DataFrame:
-    """Whole change files (``path``, ``value``) → ``file``, ``line``, ``text``, one row a line.
+def number_lines(lines: DataFrame) -> DataFrame:
+    """Lines as read (``file``, ``_split``, ``_row``, ...) → ``file``, ``line``, ...
 
-    Lines are split at ``\\n`` and numbered from 1 within their file, as an editor shows
-    them: a final newline ends the last line, and ``\\r`` stays on its line (parsing strips
-    it). A line's number never depends on how the files are partitioned.
+    Lines are numbered from 1 within their file, as an editor shows them, however the
+    files were split and partitioned. A line read carries its split's start in the file and
+    a row id that grows by one a line within the split (see
+    :func:`cdclake_merge.job.read_lines`), so its number is its place in its split plus the
+    lines of the file's earlier splits. One row per split is counted and broadcast: a run's
+    files are listed on the driver anyway.
     """
-    value = F.coalesce(F.col("value"), F.lit(""))
-    split = files.select(
-        F.col("path").alias("file"),
-        F.split(value, "\n", -1).alias("_texts"),
-        value.endswith("\n").alias("_newline"),
+    splits = lines.groupBy("file", SPLIT).agg(
+        F.min(ROW).alias("_first"), F.count(F.lit(1)).alias("_lines")
     )
-    # The count is taken before the explode, so no line's row carries the file's lines.
-    sized = split.select("file", "_texts", "_newline", F.size("_texts").alias("_n"))
-    exploded = sized.select("file", "_newline", "_n", F.posexplode("_texts").alias("_pos", "text"))
-    final_newline = F.col("_newline") & (F.col("_pos") == F.col("_n") - 1)
-    return exploded.where(~final_newline).select(
-        "file", (F.col("_pos") + 1).cast("bigint").alias("line"), "text"
-    )
+    earlier = Window.partitionBy("file").orderBy(SPLIT).rowsBetween(Window.unboundedPreceding, -1)
+    before = F.coalesce(F.sum("_lines").over(earlier), F.lit(0))
+    offsets = splits.select("file", SPLIT, (F.col("_first") - before).alias("_offset"))
+    number = (F.col(ROW) - F.col("_offset") + 1).cast("bigint").alias("line")
+    rest = [c for c in lines.columns if c not in ("file", SPLIT, ROW)]
+    return lines.join(F.broadcast(offsets), ["file", SPLIT]).select("file", number, *rest)
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
