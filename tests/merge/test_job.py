@@ -3,6 +3,7 @@ truncates, TOAST, schema changes, quarantine."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -10,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
-from cdclake_merge.transforms import number_lines
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, numbered, read_lines
 from tests.merge.support import Lake, envelope, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
@@ -45,7 +45,7 @@ def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path)
     contents = {"a.json": "x\r\n\ny\n", "b.json": "", "c.json": "\n", "d.json": "last"}
     for name, text in contents.items():
         (tmp_path / name).write_text(text)
-    read = number_lines(read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
+    read = numbered(spark, read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
     rows = sorted((r["file"].rsplit("/", 1)[-1], r["line"], r["text"]) for r in read.collect())
     assert rows == [
         ("a.json", 1, "x\r"),
@@ -56,6 +56,13 @@ def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path)
     ]
 
 
+def test_read_lines_gzipped_file_numbers_its_decompressed_lines(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "a.json.gz"
+    path.write_bytes(gzip.compress(b"first\n\nthird\n"))
+    rows = numbered(spark, read_lines(spark, [str(path)])).collect()
+    assert sorted((r["line"], r["text"]) for r in rows) == [(1, "first"), (2, ""), (3, "third")]
+
+
 def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "big.json"
     path.write_text("".join(f"line {n:04d} " + "x" * 90 + "\n" for n in range(1, 301)))
@@ -63,7 +70,7 @@ def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_p
     try:
         read = read_lines(spark, [str(path)]).persist()
         splits = read.select("_split").distinct().count()
-        rows = number_lines(read).collect()
+        rows = numbered(spark, read).collect()
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert splits > 10

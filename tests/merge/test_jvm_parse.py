@@ -11,9 +11,9 @@ import pytest
 
 from cdclake_merge.debezium import UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
-from cdclake_merge.job import parse_undecided, read_lines
+from cdclake_merge.job import numbered, parse_undecided, read_lines
 from cdclake_merge.jvm_parse import HEAD_END, classify_lines, heads_in, plan_head, plan_heads
-from cdclake_merge.transforms import number_lines, parse_lines
+from cdclake_merge.transforms import parse_lines
 from tests.merge.support import (
     compact_line,
     decimal_b64,
@@ -142,7 +142,7 @@ def generated(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
     root = tmp_path_factory.mktemp("generated")
     generate_files(root, GeneratorOptions(events=2_000, keys=150, seed=5, flush_size=400))
     paths = sorted(str(p) for p in (root / "topics").rglob("*.json"))
-    lines = number_lines(read_lines(spark, paths))
+    lines = numbered(spark, read_lines(spark, paths))
     heads = [h for p in paths for h in heads_in(Path(p).read_bytes()[:65536])]
     classified = classify_lines(lines, plan_heads(list(dict.fromkeys(heads)), SPEC))
     cached: list[Any] = []

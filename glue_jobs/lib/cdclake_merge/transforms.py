@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec, dumps, parse_line
@@ -44,23 +44,40 @@ def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
 
 
-def number_lines(lines: DataFrame) -> DataFrame:
-    """Lines as read (``file``, ``_split``, ``_row``, ...) → ``file``, ``line``, ...
+def split_sizes(lines: DataFrame) -> DataFrame:
+    """Lines as read (``file``, ``_split``, ``_row``) → one row per split: ``file``,
+    ``_split``, its first row id ``_first`` and its number of lines ``_lines``.
 
-    Lines are numbered from 1 within their file, as an editor shows them, however the
-    files were split and partitioned. A line read carries its split's start in the file and
-    a row id that grows by one a line within the split (see
-    :func:`cdclake_merge.job.read_lines`), so its number is its place in its split plus the
-    lines of the file's earlier splits. One row per split is counted and broadcast: a run's
-    files are listed on the driver anyway.
+    A line read carries its split's start in the file and a row id that grows by one a line
+    within the split (see :func:`cdclake_merge.job.read_lines`), so its number is its place
+    in its split plus the lines of the file's earlier splits (:func:`split_offsets`).
     """
-    splits = lines.groupBy("file", SPLIT).agg(
+    return lines.groupBy("file", SPLIT).agg(
         F.min(ROW).alias("_first"), F.count(F.lit(1)).alias("_lines")
     )
-    earlier = Window.partitionBy("file").orderBy(SPLIT).rowsBetween(Window.unboundedPreceding, -1)
-    before = F.coalesce(F.sum("_lines").over(earlier), F.lit(0))
-    offsets = splits.select("file", SPLIT, (F.col("_first") - before).alias("_offset"))
-    number = (F.col(ROW) - F.col("_offset") + 1).cast("bigint").alias("line")
+
+
+def split_offsets(sizes: Sequence[Any]) -> list[tuple[str, int, int]]:
+    """(``file``, ``_split``, ``_offset``) of each split of :func:`split_sizes`: what a line's
+    row id less its number is in that split."""
+    offsets, before, file = [], 0, None
+    for row in sorted(sizes, key=lambda r: (r["file"], r[SPLIT])):
+        if row["file"] != file:
+            before, file = 0, row["file"]
+        offsets.append((row["file"], row[SPLIT], row["_first"] - before - 1))
+        before += row["_lines"]
+    return offsets
+
+
+def number_lines(lines: DataFrame, offsets: DataFrame) -> DataFrame:
+    """Lines as read (``file``, ``_split``, ``_row``, ...) → ``file``, ``line``, ...
+
+    Lines are numbered from 1 within their file, as an editor shows them, however the files
+    were split and partitioned; ``offsets`` are the lines' :func:`split_offsets` (``file``,
+    ``_split``, ``_offset``), one row per split, broadcast: a run's files are listed on the
+    driver anyway.
+    """
+    number = (F.col(ROW) - F.col("_offset")).cast("bigint").alias("line")
     rest = [c for c in lines.columns if c not in ("file", SPLIT, ROW)]
     return lines.join(F.broadcast(offsets), ["file", SPLIT]).select("file", number, *rest)
 
