@@ -45,7 +45,7 @@ def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path)
     contents = {"a.json": "x\r\n\ny\n", "b.json": "", "c.json": "\n", "d.json": "last"}
     for name, text in contents.items():
         (tmp_path / name).write_text(text)
-    read = numbered(spark, read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
+    read = numbered(read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
     rows = sorted((r["file"].rsplit("/", 1)[-1], r["line"], r["text"]) for r in read.collect())
     assert rows == [
         ("a.json", 1, "x\r"),
@@ -59,7 +59,7 @@ def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path)
 def test_read_lines_gzipped_file_numbers_its_decompressed_lines(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "a.json.gz"
     path.write_bytes(gzip.compress(b"first\n\nthird\n"))
-    rows = numbered(spark, read_lines(spark, [str(path)])).collect()
+    rows = numbered(read_lines(spark, [str(path)])).collect()
     assert sorted((r["line"], r["text"]) for r in rows) == [(1, "first"), (2, ""), (3, "third")]
 
 
@@ -70,7 +70,7 @@ def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_p
     try:
         read = read_lines(spark, [str(path)]).persist()
         splits = read.select("_split").distinct().count()
-        rows = numbered(spark, read).collect()
+        rows = numbered(read).collect()
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert splits > 10

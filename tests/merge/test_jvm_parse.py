@@ -142,7 +142,7 @@ def generated(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
     root = tmp_path_factory.mktemp("generated")
     generate_files(root, GeneratorOptions(events=2_000, keys=150, seed=5, flush_size=400))
     paths = sorted(str(p) for p in (root / "topics").rglob("*.json"))
-    lines = numbered(spark, read_lines(spark, paths))
+    lines = numbered(read_lines(spark, paths))
     heads = [h for p in paths for h in heads_in(Path(p).read_bytes()[:65536])]
     classified = classify_lines(lines, plan_heads(list(dict.fromkeys(heads)), SPEC))
     cached: list[Any] = []

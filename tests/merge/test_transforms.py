@@ -185,10 +185,7 @@ def test_number_lines_counts_earlier_splits_of_the_file(spark) -> None:  # type:
         [("f", 1, "a"), ("f", 2, "b"), ("f", 3, "d"), ("f", 4, "e"), ("f", 5, "f"), ("g", 1, "c")],
         "file string, line bigint, text string",
     )
-    offsets = split_offsets(split_sizes(read).collect())
-    numbered = number_lines(
-        read, spark.createDataFrame(offsets, "file string, _split bigint, _offset bigint")
-    )
+    numbered = number_lines(read, split_offsets(split_sizes(read).collect()))
     assert_df_equality(numbered, expected, ignore_row_order=True, ignore_nullable=True)
 
 

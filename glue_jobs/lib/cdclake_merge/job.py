@@ -163,13 +163,11 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     return located.select("file", SPLIT, F.monotonically_increasing_id().alias(ROW), "text")
 
 
-def numbered(spark: SparkSession, lines: DataFrame) -> DataFrame:
+def numbered(lines: DataFrame) -> DataFrame:
     """``lines`` as read, numbered within their files (a first action on them: it fills
     their cache). The offsets of the splits are collected, one row per split, so that each
     later action joins with them as they are instead of counting the splits again."""
-    offsets = split_offsets(split_sizes(lines).collect())
-    schema = f"file string, {SPLIT} bigint, _offset bigint"
-    return number_lines(lines, spark.createDataFrame(offsets, schema))
+    return number_lines(lines, split_offsets(split_sizes(lines).collect()))
 
 
 def _ordered_signatures(
@@ -231,7 +229,7 @@ def run_merge(
     classified = classify_lines(read_lines(spark, new_files), plans).persist()
     cached = [classified]  # released however the run ends: long-lived sessions must not pile up
     try:
-        parsed = parse_undecided(numbered(spark, classified), options.spec, cached)
+        parsed = parse_undecided(numbered(classified), options.spec, cached)
         summary = read_and_count(parsed, result)
         gate_bad_fraction(parsed, result, options, sink, previous)
 

@@ -69,17 +69,19 @@ def split_offsets(sizes: Sequence[Any]) -> list[tuple[str, int, int]]:
     return offsets
 
 
-def number_lines(lines: DataFrame, offsets: DataFrame) -> DataFrame:
+def number_lines(lines: DataFrame, offsets: Sequence[tuple[str, int, int]]) -> DataFrame:
     """Lines as read (``file``, ``_split``, ``_row``, ...) → ``file``, ``line``, ...
 
     Lines are numbered from 1 within their file, as an editor shows them, however the files
-    were split and partitioned; ``offsets`` are the lines' :func:`split_offsets` (``file``,
-    ``_split``, ``_offset``), one row per split, broadcast: a run's files are listed on the
-    driver anyway.
+    were split and partitioned; ``offsets`` are the lines' :func:`split_offsets`, one row per
+    split, joined as a broadcast: a run's files are listed on the driver anyway.
     """
+    by_split = lines.sparkSession.createDataFrame(
+        list(offsets), f"file string, {SPLIT} bigint, _offset bigint"
+    )
     number = (F.col(ROW) - F.col("_offset")).cast("bigint").alias("line")
     rest = [c for c in lines.columns if c not in ("file", SPLIT, ROW)]
-    return lines.join(F.broadcast(offsets), ["file", SPLIT]).select("file", number, *rest)
+    return lines.join(F.broadcast(by_split), ["file", SPLIT]).select("file", number, *rest)
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
