@@ -12,6 +12,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cdclake_merge.transforms import parse_lines, split_offsets, split_sizes
+
 SOURCE_TS = 1_700_000_000_000
 
 
@@ -80,9 +82,17 @@ def line(event: dict[str, Any] | None) -> str:
 
 
 def lines_frame(spark: Any, texts: list[str], file: str = "f") -> Any:
-    """``texts`` as the lines (``file``, ``line``, ``text``) of one change file, one partition."""
-    rows = [(file, number, text) for number, text in enumerate(texts, 1)]
-    return spark.createDataFrame(rows, "file string, line bigint, text string").coalesce(1)
+    """``texts`` as ``read_lines`` reads one change file, in one partition: ``file``,
+    ``_split``, ``_row`` (counted from 0, as Spark's row ids are), ``text``."""
+    rows = [(file, 0, row, text) for row, text in enumerate(texts)]
+    schema = "file string, _split bigint, _row bigint, text string"
+    return spark.createDataFrame(rows, schema).coalesce(1)
+
+
+def parsed_in_python(lines: Any, spec: Any) -> Any:
+    """Lines as read, all parsed in Python and numbered within their files, as a run parses
+    the lines the JVM did not decide."""
+    return parse_lines(lines, spec, split_offsets(split_sizes(lines).collect()))
 
 
 # --- lakes: a changes folder and a real Hudi table, merged as the CLI and Glue do -------------
@@ -205,16 +215,16 @@ def field(
     return spec
 
 
-def outcome_rows(parsed: Any) -> list[tuple[Any, ...]]:
-    """Parsed outcomes, comparable across parsers: row values by name, nulls left out."""
+def outcome_rows(parsed: list[Any]) -> list[tuple[Any, ...]]:
+    """Parsed outcomes, comparable across parsers: row values by name, nulls left out, and
+    lines unnumbered (the JVM's lane numbers none)."""
     rows = []
-    for r in parsed.where("kind != 'schema'").collect():
+    for r in (r for r in parsed if r["kind"] != "schema"):
         row = None if r["row_json"] is None else json.loads(r["row_json"])
         values = None if row is None else sorted((k, v) for k, v in row.items() if v is not None)
         rows.append(
             (
                 r["file"],
-                r["line"],
                 r["kind"],
                 r["op"],
                 r["order"],

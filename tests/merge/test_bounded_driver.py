@@ -20,8 +20,8 @@ import pytest
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.hudi import MAX_NAMED_KEYS, HudiTable
 from cdclake_merge.job import RunResult, read_and_count
-from cdclake_merge.transforms import MANY_REASONS, parse_lines, run_summary
-from tests.merge.support import Lake, envelope, lines_frame
+from cdclake_merge.transforms import MANY_REASONS, run_summary
+from tests.merge.support import Lake, envelope, lines_frame, parsed_in_python
 
 SMALL_DRIVER = "450m"
 MILLION = 1_000_000
@@ -130,7 +130,7 @@ def test_merge_million_distinct_bad_lines_quarantine_keeps_every_full_reason(
 
 
 def _parsed(spark: Any, texts: list[str], spec: TableSpec) -> Any:
-    return parse_lines(lines_frame(spark, texts), spec)
+    return parsed_in_python(lines_frame(spark, texts), spec)
 
 
 @pytest.mark.spark

@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, numbered, read_lines
-from tests.merge.support import Lake, envelope, with_schema
+from cdclake_merge.debezium import TableSpec
+from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
+from tests.merge.support import Lake, envelope, parsed_in_python, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
+
+SPEC = TableSpec(("id",))
 
 
 @pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
@@ -45,22 +48,24 @@ def test_read_lines_numbers_lines_as_an_editor_shows_them(spark, tmp_path: Path)
     contents = {"a.json": "x\r\n\ny\n", "b.json": "", "c.json": "\n", "d.json": "last"}
     for name, text in contents.items():
         (tmp_path / name).write_text(text)
-    read = numbered(read_lines(spark, sorted(str(p) for p in tmp_path.iterdir())))
-    rows = sorted((r["file"].rsplit("/", 1)[-1], r["line"], r["text"]) for r in read.collect())
+    read = read_lines(spark, sorted(str(p) for p in tmp_path.iterdir()))
+    parsed = parsed_in_python(read, SPEC).where("kind != 'schema'").collect()
+    rows = sorted((r["file"].rsplit("/", 1)[-1], r["line"], r["kind"], r["raw"]) for r in parsed)
     assert rows == [
-        ("a.json", 1, "x\r"),
-        ("a.json", 2, ""),
-        ("a.json", 3, "y"),
-        ("c.json", 1, ""),
-        ("d.json", 1, "last"),
+        ("a.json", 1, "bad", "x\r"),
+        ("a.json", 2, "skip", None),
+        ("a.json", 3, "bad", "y"),
+        ("c.json", 1, "skip", None),
+        ("d.json", 1, "bad", "last"),
     ]
 
 
 def test_read_lines_gzipped_file_numbers_its_decompressed_lines(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "a.json.gz"
     path.write_bytes(gzip.compress(b"first\n\nthird\n"))
-    rows = numbered(read_lines(spark, [str(path)])).collect()
-    assert sorted((r["line"], r["text"]) for r in rows) == [(1, "first"), (2, ""), (3, "third")]
+    parsed = parsed_in_python(read_lines(spark, [str(path)]), SPEC).where("kind != 'schema'")
+    rows = sorted((r["line"], r["raw"]) for r in parsed.collect())
+    assert rows == [(1, "first"), (2, None), (3, "third")]
 
 
 def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -70,12 +75,12 @@ def test_read_lines_file_read_in_many_splits_numbers_lines_in_order(spark, tmp_p
     try:
         read = read_lines(spark, [str(path)]).persist()
         splits = read.select("_split").distinct().count()
-        rows = numbered(read).collect()
+        rows = parsed_in_python(read, SPEC).where("kind = 'bad'").collect()
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert splits > 10
     assert sorted(r["line"] for r in rows) == list(range(1, 301))
-    assert all(r["text"].startswith(f"line {r['line']:04d} ") for r in rows)
+    assert all(r["raw"].startswith(f"line {r['line']:04d} ") for r in rows)
 
 
 def test_run_merge_applies_upserts_and_deletes(lake: Lake) -> None:

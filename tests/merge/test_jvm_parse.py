@@ -11,9 +11,8 @@ import pytest
 
 from cdclake_merge.debezium import UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
-from cdclake_merge.job import numbered, parse_undecided, read_lines
+from cdclake_merge.job import parse_undecided, read_lines
 from cdclake_merge.jvm_parse import HEAD_END, classify_lines, heads_in, plan_head, plan_heads
-from cdclake_merge.transforms import parse_lines
 from tests.merge.support import (
     compact_line,
     decimal_b64,
@@ -21,6 +20,7 @@ from tests.merge.support import (
     field,
     lines_frame,
     outcome_rows,
+    parsed_in_python,
     with_schema,
 )
 
@@ -117,23 +117,29 @@ DECIDED = {
 }
 
 
+def run_composition(spark: Any, texts: list[str]) -> tuple[Any, Any]:
+    """``texts`` as one change file read: (its classified lines, their outcomes as a run
+    parses them), collected."""
+    plans = plan_heads(heads_in("\n".join(texts).encode()), SPEC)
+    classified = classify_lines(lines_frame(spark, texts), plans)
+    cached: list[Any] = []
+    fast = parse_undecided(classified, SPEC, cached)
+    rows = fast.where("kind != 'schema'").collect()
+    for frame in cached:
+        frame.unpersist()
+    return classified, rows
+
+
 @pytest.fixture(scope="module")
 def edge_cases(spark):  # type: ignore[no-untyped-def]
     texts = [*DECIDED.values(), *UNDECIDED.values()]
-    lines = lines_frame(spark, texts)
-    plans = plan_heads(heads_in("\n".join(texts).encode()), SPEC)
-    classified = classify_lines(lines, plans)
-    decided = {r["line"] for r in classified.where("fast.ok").select("line").collect()}
-    cached: list[Any] = []
-    fast = parse_undecided(classified, SPEC, cached)  # the run's own composition
-    fast_rows = outcome_rows(fast)
-    for frame in cached:
-        frame.unpersist()
+    classified, fast = run_composition(spark, texts)
+    decided = {r["_row"] + 1 for r in classified.where("fast.ok").select("_row").collect()}
     return {
         "names": [*DECIDED, *UNDECIDED],
         "decided": decided,
-        "fast": fast_rows,
-        "python": outcome_rows(parse_lines(lines, SPEC)),
+        "fast": fast,
+        "python": outcome_rows(parsed_in_python(lines_frame(spark, texts), SPEC).collect()),
     }
 
 
@@ -142,19 +148,19 @@ def generated(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
     root = tmp_path_factory.mktemp("generated")
     generate_files(root, GeneratorOptions(events=2_000, keys=150, seed=5, flush_size=400))
     paths = sorted(str(p) for p in (root / "topics").rglob("*.json"))
-    lines = numbered(read_lines(spark, paths))
+    read = read_lines(spark, paths)
     heads = [h for p in paths for h in heads_in(Path(p).read_bytes()[:65536])]
-    classified = classify_lines(lines, plan_heads(list(dict.fromkeys(heads)), SPEC))
+    classified = classify_lines(read, plan_heads(list(dict.fromkeys(heads)), SPEC))
     cached: list[Any] = []
     fast = parse_undecided(classified, SPEC, cached)  # the run's own composition
-    fast_rows = outcome_rows(fast)
+    fast_rows = outcome_rows(fast.collect())
     for frame in cached:
         frame.unpersist()
     return {
-        "lines": lines.count(),
+        "lines": read.count(),
         "decided": classified.where("fast.ok").count(),
         "fast": fast_rows,
-        "python": outcome_rows(parse_lines(lines, SPEC)),
+        "python": outcome_rows(parsed_in_python(read, SPEC).collect()),
     }
 
 
@@ -177,7 +183,13 @@ def test_classify_lines_doubtful_lines_left_to_python(edge_cases) -> None:  # ty
 
 
 def test_classify_lines_edge_cases_same_outcomes_as_python(edge_cases) -> None:  # type: ignore[no-untyped-def]
-    assert edge_cases["fast"] == edge_cases["python"]
+    assert outcome_rows(edge_cases["fast"]) == edge_cases["python"]
+
+
+def test_parse_undecided_lines_parsed_in_python_numbered_in_their_file(edge_cases) -> None:  # type: ignore[no-untyped-def]
+    lines = [r["line"] for r in edge_cases["fast"] if r["line"] is not None]
+    undecided = [n for n, name in enumerate(edge_cases["names"], start=1) if name in UNDECIDED]
+    assert sorted(lines) == undecided
 
 
 def test_heads_in_finds_each_schema_once() -> None:
@@ -209,9 +221,10 @@ def test_plan_head_configured_text_column_gets_no_plan() -> None:
 
 
 @pytest.mark.parametrize("form", ["base64", "hex"])
-def test_classify_lines_bytes_toast_placeholder_decided_as_toast(edge_cases, form: str) -> None:  # type: ignore[no-untyped-def]
-    number = edge_cases["names"].index(f"TOAST placeholder in bytes, {form}") + 1
-    assert number in edge_cases["decided"]
-    [fast] = [r for r in edge_cases["fast"] if r[1] == number]
-    [python] = [r for r in edge_cases["python"] if r[1] == number]
-    assert fast[7] == python[7] == ("blob",)  # the outcome's toast columns
+def test_classify_lines_bytes_toast_placeholder_decided_as_toast(spark, form: str) -> None:  # type: ignore[no-untyped-def]
+    text = DECIDED[f"TOAST placeholder in bytes, {form}"]
+    classified, [fast] = run_composition(spark, [text])
+    python = parsed_in_python(lines_frame(spark, [text]), SPEC)
+    [python] = python.where("kind != 'schema'").collect()
+    assert classified.where("fast.ok").count() == 1
+    assert fast["toast"] == python["toast"] == ["blob"]

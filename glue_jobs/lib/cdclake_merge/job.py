@@ -38,7 +38,6 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
-    number_lines,
     parse_lines,
     run_summary,
     split_offsets,
@@ -136,7 +135,7 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     newline ends the last line. Read as lines, not as whole files split afterwards: splitting
     a whole file decodes it to Java's UTF-16 and back, which took a third of a first load's
     read. ``_split`` and ``_row`` (the line's split and a row id counted in the scan's order)
-    are what :func:`~cdclake_merge.transforms.number_lines` numbers the lines from; nothing may
+    are what :func:`~cdclake_merge.transforms.parse_lines` numbers the lines from; nothing may
     filter the lines before the row id is taken.
 
     Spark checks more than 32 explicit paths with a listing job of up to 10,000 tasks, and
@@ -161,13 +160,6 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
         F.col("value").alias("text"),
     ).coalesce(4 * cores)
     return located.select("file", SPLIT, F.monotonically_increasing_id().alias(ROW), "text")
-
-
-def numbered(lines: DataFrame) -> DataFrame:
-    """``lines`` as read, numbered within their files (a first action on them: it fills
-    their cache). The offsets of the splits are collected, one row per split, so that each
-    later action joins with them as they are instead of counting the splits again."""
-    return number_lines(lines, split_offsets(split_sizes(lines).collect()))
 
 
 def _ordered_signatures(
@@ -229,7 +221,7 @@ def run_merge(
     classified = classify_lines(read_lines(spark, new_files), plans).persist()
     cached = [classified]  # released however the run ends: long-lived sessions must not pile up
     try:
-        parsed = parse_undecided(numbered(classified), options.spec, cached)
+        parsed = parse_undecided(classified, options.spec, cached)
         summary = read_and_count(parsed, result)
         gate_bad_fraction(parsed, result, options, sink, previous)
 
@@ -294,12 +286,15 @@ def plan_files(fs: FileSystem, paths: Sequence[str], spec: TableSpec) -> list[He
 def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFrame]) -> DataFrame:
     """Stage 1b: every line's outcome; the lines the JVM did not decide are parsed in Python.
 
-    Counting them reads the files once, into the cache; without any, no Python worker starts.
+    Counting them reads the files once, into the cache; without any, no Python worker starts
+    and no line is numbered. Those parsed in Python are numbered within their files (they may
+    be quarantined) from the lines of each split, counted over all the lines read.
     """
     decoded, undecided = decoded_lines(classified), undecided_lines(classified)
     if not undecided.count():
         return decoded
-    parsed = decoded.unionByName(parse_lines(undecided, spec)).persist()
+    offsets = split_offsets(split_sizes(classified).collect())
+    parsed = decoded.unionByName(parse_lines(undecided, spec, offsets)).persist()
     cached.append(parsed)
     return parsed
 

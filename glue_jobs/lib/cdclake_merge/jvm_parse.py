@@ -216,8 +216,8 @@ def _plan_field(name: str, schema_field: dict[str, object], spec: TableSpec) -> 
 
 
 def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
-    """``lines`` (``text`` and where it is: ``file``, ``line`` or the columns a line is
-    numbered from) plus ``fast`` (``FAST_TYPE``).
+    """``lines`` as read (``file``, ``_split``, ``_row``, ``text``) plus ``fast``
+    (``FAST_TYPE``).
 
     ``fast.ok`` marks the lines decoded here; every other line keeps only its text, for the
     Python parser. Each stage is its own projection so that ``from_json`` runs once a line.
