@@ -243,8 +243,14 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
         F.when(F.col("_head").isNotNull(), F.substring_index(text, HEAD_END, -1)).alias("_rest"),
     )
     parsed = cut.select("*", *[_parse(plan, i).alias(f"_w{i}") for i, plan in enumerate(plans)])
-    outcomes = [_outcome(plan, i) for i, plan in enumerate(plans)]
-    decided = parsed.select(*where, "text", F.coalesce(skipped, *outcomes).alias("fast"))
+    # Checks and decoding in a projection of their own, compiled: under to_json and
+    # array_compact (which Spark only interprets) they would be evaluated row by row by the
+    # interpreter, and once more by every filter on the outcome. Compiled into one method,
+    # they would be too large for the JIT: session.SPARK_CONF's hugeMethodLimit splits them.
+    checks = [_checked(plan, i).alias(f"_e{i}") for i, plan in enumerate(plans)]
+    checked = parsed.select(*where, "text", "_head", *checks)
+    outcomes = [_outcome(i, plan) for i, plan in enumerate(plans)]
+    decided = checked.select(*where, "text", F.coalesce(skipped, *outcomes).alias("fast"))
     # A decoded line's text is not kept: only the Python parser reads it, for the rest.
     text_left = F.when(~F.coalesce(F.col("fast.ok"), F.lit(False)), text)
     return decided.select(*where, text_left.alias("text"), "fast")
@@ -290,7 +296,9 @@ def _parse(plan: HeadPlan, i: int) -> Column:
     return F.when(this_head, F.from_json(wrapped, wrapper, _JSON_OPTIONS))
 
 
-def _outcome(plan: HeadPlan, i: int) -> Column:
+def _checked(plan: HeadPlan, i: int) -> Column:
+    """What plan ``i`` makes of a line with its head: the checks, the order and the
+    images decoded (as structs; the one its op does not use is null)."""
     w = F.col(f"_w{i}")
     p = w["line"]["payload"]
     op, source = p["op"], p["source"]
@@ -318,7 +326,9 @@ def _outcome(plan: HeadPlan, i: int) -> Column:
         lsn >= 0,
         sequence_ok,
     ]
-    images = []
+    images: dict[str, Column] = {}
+    toast_names = F.array().cast("array<string>")
+    image_ok = F.when(op == "t", F.lit(True)).otherwise(F.lit(False))
     for ops, image_name, image in (
         (("d",), "before", plan.before),
         (("c", "u", "r"), "after", plan.after),
@@ -326,36 +336,52 @@ def _outcome(plan: HeadPlan, i: int) -> Column:
         if image is None:
             continue
         values = [_Value(p[image_name][f.name], f) for f in image]
-        row = F.to_json(F.struct(*[v.raw.alias(v.field.name) for v in values]))
-        toast = F.array_compact(F.array(*[F.when(v.toast, F.lit(v.field.name)) for v in values]))
+        matches = op.isin(*ops)
+        row = F.struct(*[v.raw.alias(v.field.name) for v in values])
+        images[image_name] = F.when(matches, row)
+        toast = F.array(*[F.when(v.toast, F.lit(v.field.name)) for v in values])
         ok = p[image_name].isNotNull()
         for v in values:
             ok = ok & v.ok
             if v.field.name in plan.key:
                 ok = ok & v.value.isNotNull() & ~v.toast
-        images.append((op.isin(*ops), ok, row, toast))
-    image_ok = F.lit(False)
-    row_json, toast_names = F.lit(None).cast("string"), F.array().cast("array<string>")
-    for matches, ok, row, toast in images:
         image_ok = F.when(matches, ok).otherwise(image_ok)
-        row_json = F.when(matches, row).otherwise(row_json)
         toast_names = F.when(matches, toast).otherwise(toast_names)
-    image_ok = F.when(op == "t", F.lit(True)).otherwise(image_ok)
     ok = F.lit(True)
     for check in [*checks, image_ok]:
         ok = ok & F.coalesce(check, F.lit(False))
+    checked = F.struct(
+        ok.alias("ok"),
+        op.alias("op"),
+        F.concat(_padded(commit), _padded(lsn)).alias("order"),
+        lsn.alias("lsn"),
+        source_ts_ms.alias("source_ts_ms"),
+        toast_names.alias("toast"),
+        *[row.alias(name) for name, row in images.items()],
+    )
+    # Not deterministic, so the projection that serialises it is not merged into this one.
+    return F.when((F.col("_head") == i) & (F.spark_partition_id() >= 0), checked)
+
+
+def _outcome(i: int, plan: HeadPlan) -> Column:
+    """The ``FAST_TYPE`` outcome of a line with plan ``i``'s head, from :func:`_checked`."""
+    e = F.col(f"_e{i}")
+    row_json = F.lit(None).cast("string")
+    for name, image in (("before", plan.before), ("after", plan.after)):
+        if image is not None:
+            row_json = F.coalesce(F.to_json(e[name]), row_json)
     return F.when(
         F.col("_head") == i,
         _fast_struct(
-            ok=ok,
+            ok=e["ok"],
             kind="event",
             head=F.lit(i),
-            op=op,
-            order=F.concat(_padded(commit), _padded(lsn)),
-            lsn=lsn,
-            source_ts_ms=source_ts_ms,
+            op=e["op"],
+            order=e["order"],
+            lsn=e["lsn"],
+            source_ts_ms=e["source_ts_ms"],
             row_json=row_json,
-            toast=toast_names,
+            toast=F.array_compact(e["toast"]),
         ),
     )
 
