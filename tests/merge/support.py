@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cdclake_merge.transforms import parse_lines, split_offsets, split_sizes
+from cdclake_merge.transforms import line_offsets, parse_lines
 
 SOURCE_TS = 1_700_000_000_000
 
@@ -92,7 +92,7 @@ def lines_frame(spark: Any, texts: list[str], file: str = "f") -> Any:
 def parsed_in_python(lines: Any, spec: Any) -> Any:
     """Lines as read, all parsed in Python and numbered within their files, as a run parses
     the lines the JVM did not decide."""
-    return parse_lines(lines, spec, split_offsets(split_sizes(lines).collect()))
+    return parse_lines(lines, spec, line_offsets(lines))
 
 
 # --- lakes: a changes folder and a real Hudi table, merged as the CLI and Glue do -------------

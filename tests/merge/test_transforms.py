@@ -15,11 +15,10 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
+    line_offsets,
     order_key,
     parse_lines,
     run_summary,
-    split_offsets,
-    split_sizes,
     truncated_rows,
 )
 from tests.merge.support import envelope, line, lines_frame, parsed_in_python
@@ -180,7 +179,7 @@ def test_parse_lines_counts_earlier_splits_of_the_file(spark) -> None:  # type: 
         ],
         "file string, _split bigint, _row bigint, text string",
     )
-    offsets = split_offsets(split_sizes(read).collect())
+    offsets = line_offsets(read)
     rows = parse_lines(read, TableSpec(("id",)), offsets).where("kind = 'bad'").collect()
     numbered = sorted((r["file"], r["line"], r["raw"]) for r in rows)
     assert numbered == [

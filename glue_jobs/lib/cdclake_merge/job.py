@@ -38,10 +38,9 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
+    line_offsets,
     parse_lines,
     run_summary,
-    split_offsets,
-    split_sizes,
     truncated_rows,
     undecided_lines,
 )
@@ -293,7 +292,7 @@ def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFra
     decoded, undecided = decoded_lines(classified), undecided_lines(classified)
     if not undecided.count():
         return decoded
-    offsets = split_offsets(split_sizes(classified).collect())
+    offsets = line_offsets(classified)
     parsed = decoded.unionByName(parse_lines(undecided, spec, offsets)).persist()
     cached.append(parsed)
     return parsed

@@ -328,7 +328,7 @@ def _checked(plan: HeadPlan, i: int) -> Column:
     ]
     images: dict[str, Column] = {}
     toast_names = F.array().cast("array<string>")
-    image_ok = F.when(op == "t", F.lit(True)).otherwise(F.lit(False))
+    image_ok = op == "t"  # a truncate has no image
     for ops, image_name, image in (
         (("d",), "before", plan.before),
         (("c", "u", "r"), "after", plan.after),
