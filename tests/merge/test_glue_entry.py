@@ -207,3 +207,18 @@ def test_local_session_start_prints_nothing_on_stderr(tmp_path: Path) -> None:
         check=True,
     )
     assert started.stderr == ""
+
+
+@pytest.mark.parametrize("mode", [0o751, 0o640, 0o007])
+def test_local_session_local_permissions_set_in_the_jvm_exact(
+    spark: Any, tmp_path: Path, mode: int
+) -> None:
+    # jvm/local-fs: set with java.nio, not by a `chmod` process per file (session.LOCAL_FS_JAR).
+    jvm = spark.sparkContext._jvm
+    path = tmp_path / "f"
+    path.write_text("x")
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path.as_uri())
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.setPermission(hadoop_path, jvm.org.apache.hadoop.fs.permission.FsPermission(mode))
+    assert fs.getClass().getName() == "io.cdclake.local.NioLocalFileSystem"
+    assert path.stat().st_mode & 0o777 == mode

@@ -26,6 +26,9 @@ LOG4J = Path(__file__).with_name("log4j2.properties")
 # `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
 REPO_JARS = Path(__file__).resolve().parents[3] / "jvm" / "lib" / "spark"
 HUDI_BUNDLE = "hudi-spark3.5-bundle_2.12-0.15.0.jar"
+# Built by `make setup` from jvm/local-fs: file:// without a `chmod` process per file written
+# (pyspark has no Hadoop native library; a small Hudi commit forked 120 of them, 0.6 s).
+LOCAL_FS_JAR, LOCAL_FS_CLASS = "cdclake-local-fs.jar", "io.cdclake.local.NioLocalFileSystem"
 # Spark settings that change what the merge reads or writes, the same on Glue and here. They
 # must be set before the SparkContext starts (on Glue: the job's --conf), so the job script
 # cannot set them itself. Hudi 0.15 wants its Kryo registrator (without it Hudi's own classes
@@ -107,6 +110,8 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.driver.extraClassPath", os.pathsep.join(str(j) for j in jars))
         .enableHiveSupport()
     )
+    if any(j.name == LOCAL_FS_JAR for j in jars):
+        builder = builder.config("spark.hadoop.fs.file.impl", LOCAL_FS_CLASS)
     metastore_uri = os.environ.get(METASTORE_URI_ENV)
     if metastore_uri:
         # Spark's catalog and Hudi's sync (its client reads the same Hadoop conf) both talk
