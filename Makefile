@@ -22,7 +22,7 @@ help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
 
-JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(wildcard jvm/*/src/main/java/io/cdclake/local/*.java)
+JVM_INPUTS := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(wildcard jvm/*/src/main/java/io/cdclake/local/*.java)
 
 setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
 
@@ -38,7 +38,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	touch $@
 
 # Every JVM piece the project runs locally is declared in jvm/ and resolved here, never committed.
-jvm/lib/.resolved: $(JVM_POMS)
+jvm/lib/.resolved: $(JVM_INPUTS)
 	@command -v mvn >/dev/null || { echo "Maven 3.8+ is needed (apt-get install maven)"; exit 1; }
 	rm -rf jvm/lib
 	mvn -B -q -f jvm/pom.xml package dependency:copy-dependencies -Dmaven.test.skip=true

@@ -12,7 +12,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cdclake_merge.transforms import line_offsets, parse_lines
+from cdclake_merge.job import line_offsets
+from cdclake_merge.transforms import parse_lines
 
 SOURCE_TS = 1_700_000_000_000
 

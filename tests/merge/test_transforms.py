@@ -8,6 +8,7 @@ import pytest
 from chispa import assert_df_equality
 
 from cdclake_merge.debezium import TableSpec
+from cdclake_merge.job import line_offsets
 from cdclake_merge.transforms import (
     changed_rows,
     decode_events,
@@ -15,7 +16,6 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
-    line_offsets,
     order_key,
     parse_lines,
     run_summary,

@@ -38,7 +38,6 @@ from cdclake_merge.transforms import (
     fill_toast,
     fresh_events,
     latest_per_key,
-    line_offsets,
     parse_lines,
     run_summary,
     truncated_rows,
@@ -159,6 +158,27 @@ def read_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
         F.col("value").alias("text"),
     ).coalesce(4 * cores)
     return located.select("file", SPLIT, F.monotonically_increasing_id().alias(ROW), "text")
+
+
+def line_offsets(lines: DataFrame) -> dict[tuple[str, int], int]:
+    """Lines as read (``file``, ``_split``, ``_row``) → (``file``, ``_split``) → what a line's
+    row id less its number in its file is, for each split.
+
+    A line read carries its split's start in the file and a row id that grows by one a line
+    within the split (see :func:`read_lines`), so its number is its place in its split plus
+    the lines of the file's earlier splits. One row a split reaches the driver: bounded by the
+    files, not by their lines.
+    """
+    sizes = lines.groupBy("file", SPLIT).agg(
+        F.min(ROW).alias("_first"), F.count(F.lit(1)).alias("_lines")
+    )
+    offsets, before, file = {}, 0, None
+    for row in sorted(sizes.collect(), key=lambda r: (r["file"], r[SPLIT])):
+        if row["file"] != file:
+            before, file = 0, row["file"]
+        offsets[(row["file"], row[SPLIT])] = row["_first"] - before - 1
+        before += row["_lines"]
+    return offsets
 
 
 def _ordered_signatures(

@@ -25,7 +25,7 @@ SOURCE_TS = "_cdc_source_ts"  # commit time in the source database, UTC
 DELETED = "_cdc_deleted"  # internal: marks tombstones in the state
 TOAST = "_cdc_toast"  # internal: columns that carried the unavailable-value placeholder
 METADATA_COLUMNS = (ORDER, LSN, OP, SOURCE_TS)
-# Where a line read sits: its split's start in the file, and a row id (see line_offsets).
+# Where a line read sits: its split's start in the file, and a row id (see job.line_offsets).
 SPLIT, ROW = "_split", "_row"
 METADATA_DDL = f"`{ORDER}` string, `{LSN}` bigint, `{OP}` string, `{SOURCE_TS}` timestamp"
 
@@ -44,27 +44,6 @@ MANY_REASONS = "reasons of too many kinds to list"
 
 def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
-
-
-def line_offsets(lines: DataFrame) -> dict[tuple[str, int], int]:
-    """Lines as read (``file``, ``_split``, ``_row``) → (``file``, ``_split``) → what a line's
-    row id less its number in its file is, for each split.
-
-    A line read carries its split's start in the file and a row id that grows by one a line
-    within the split (see :func:`cdclake_merge.job.read_lines`), so its number is its place
-    in its split plus the lines of the file's earlier splits. One row a split reaches the
-    driver: bounded by the files, not by their lines.
-    """
-    sizes = lines.groupBy("file", SPLIT).agg(
-        F.min(ROW).alias("_first"), F.count(F.lit(1)).alias("_lines")
-    )
-    offsets, before, file = {}, 0, None
-    for row in sorted(sizes.collect(), key=lambda r: (r["file"], r[SPLIT])):
-        if row["file"] != file:
-            before, file = 0, row["file"]
-        offsets[(row["file"], row[SPLIT])] = row["_first"] - before - 1
-        before += row["_lines"]
-    return offsets
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
@@ -101,9 +80,9 @@ def parse_lines(
     (``PARSED_DDL``), in Python.
 
     Each line is numbered within its file, as an editor shows it, from its split's
-    ``offsets`` (:func:`line_offsets` of all the lines read, not only of these): numbered
-    here, where the lines pass anyway, rather than joined with the offsets in Spark, which
-    cost a small run a fifth of a second.
+    ``offsets`` (:func:`cdclake_merge.job.line_offsets` of all the lines read, not only of
+    these): numbered here, where the lines pass anyway, rather than joined with the offsets
+    in Spark, which cost a small run a fifth of a second.
 
     Every line becomes an ``event``, a ``skip`` (with reason) or ``bad`` (with reason and
     the raw text, for the quarantine). Each Python worker also emits one ``schema`` row per

@@ -2,9 +2,7 @@ package io.cdclake.local;
 
 import java.io.IOException;
 import java.nio.file.Files;
-import java.nio.file.attribute.PosixFilePermission;
-import java.util.EnumSet;
-import java.util.Set;
+import java.nio.file.attribute.PosixFilePermissions;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
@@ -25,28 +23,11 @@ public class NioLocalFileSystem extends LocalFileSystem {
 
   /** The raw (unchecksummed) layer under {@link NioLocalFileSystem}. */
   public static class Raw extends RawLocalFileSystem {
-    private static final PosixFilePermission[] BITS = {
-      PosixFilePermission.OTHERS_EXECUTE,
-      PosixFilePermission.OTHERS_WRITE,
-      PosixFilePermission.OTHERS_READ,
-      PosixFilePermission.GROUP_EXECUTE,
-      PosixFilePermission.GROUP_WRITE,
-      PosixFilePermission.GROUP_READ,
-      PosixFilePermission.OWNER_EXECUTE,
-      PosixFilePermission.OWNER_WRITE,
-      PosixFilePermission.OWNER_READ,
-    };
-
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
-      short mode = permission.toShort();
-      Set<PosixFilePermission> set = EnumSet.noneOf(PosixFilePermission.class);
-      for (int bit = 0; bit < BITS.length; bit++) {
-        if ((mode & (1 << bit)) != 0) {
-          set.add(BITS[bit]);
-        }
-      }
-      Files.setPosixFilePermissions(pathToFile(p).toPath(), set);
+      // Without the sticky bit, Hadoop spells a permission as ls does ("rwxr-x--x").
+      String rwx = new FsPermission((short) (permission.toShort() & 0777)).toString();
+      Files.setPosixFilePermissions(pathToFile(p).toPath(), PosixFilePermissions.fromString(rwx));
     }
   }
 }
