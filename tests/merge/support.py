@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cdclake_merge.job import line_offsets
-from cdclake_merge.transforms import parse_lines
+from cdclake_merge.transforms import IMAGE_PREFIX, parse_lines
 
 SOURCE_TS = 1_700_000_000_000
 
@@ -217,11 +217,16 @@ def field(
 
 
 def outcome_rows(parsed: list[Any]) -> list[tuple[Any, ...]]:
-    """Parsed outcomes, comparable across parsers: row values by name, nulls left out, and
-    lines unnumbered (the JVM's lane numbers none)."""
+    """Parsed outcomes, comparable across parsers: row values by name (from ``row_json`` or,
+    for the JVM's lines, their image column), nulls left out, and lines unnumbered (the JVM's
+    lane numbers none)."""
     rows = []
     for r in (r for r in parsed if r["kind"] != "schema"):
-        row = None if r["row_json"] is None else json.loads(r["row_json"])
+        fields = r.asDict()
+        images = [v for k, v in fields.items() if k.startswith(IMAGE_PREFIX) and v is not None]
+        row = images[0].asDict() if images else None
+        if r["row_json"] is not None:
+            row = json.loads(r["row_json"])
         values = None if row is None else sorted((k, v) for k, v in row.items() if v is not None)
         rows.append(
             (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from cdclake_merge.debezium import TableSpec, parse_line
 from cdclake_merge.job import MergeError, MergeOptions, run_merge
+from cdclake_merge.replay import quarantined
 from cdclake_merge.sink import Sink, open_sink
 from cdclake_merge.storage import LocalFileSystem
 from tests.merge.support import decimal_b64, envelope, with_schema
@@ -159,9 +161,9 @@ def test_run_merge_fuzzed_files_account_for_every_line(
     assert result.applied + result.stale_skipped + result.truncates == result.events_read
     assert sum(result.skipped_reasons.values()) == result.skipped
     assert sum(result.quarantine_reasons.values()) == result.quarantined
-    quarantined = _quarantined(sink)
-    assert len(quarantined) == result.quarantined
-    for record in quarantined:
+    lines = _quarantined(sink)
+    assert len(lines) == result.quarantined
+    for record in lines:
         number = int(record["line"])
         index = int(Path(record["source_file"]).stem[1:])
         assert record["raw"] == files[index][number - 1]
@@ -169,11 +171,5 @@ def test_run_merge_fuzzed_files_account_for_every_line(
 
 
 def _quarantined(sink: Sink) -> list[dict[str, Any]]:
-    checkpoint = sink.load().checkpoint
-    if not checkpoint.get("quarantine"):
-        return []
-    return [
-        json.loads(line)
-        for part in sorted(Path(checkpoint["quarantine"]).glob("part-*.json"))
-        for line in part.read_text().splitlines()
-    ]
+    """The run's quarantine as `cdclake quarantine` reads it."""
+    return [asdict(q) for q in quarantined(LocalFileSystem(), sink.quarantine_root)]

@@ -13,6 +13,7 @@ import pytest
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
+from cdclake_merge.replay import quarantined, replay
 from tests.merge.support import Lake, envelope, parsed_in_python, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
@@ -211,20 +212,18 @@ def test_run_merge_bad_lines_are_quarantined_and_good_lines_applied(lake: Lake) 
     lake.options = MergeOptions(
         table=lake.table, key=("id",), changes=str(lake.changes), max_bad_fraction=0.9
     )
-    lake.write("a.json", [c(1, "a", 10), "{not json", envelope("x", lsn=11, after={"id": 2})])
+    # U+0085 and U+2028 end a line for str.splitlines(), not in a JSON lines file
+    bad = "{not json\u0085\u2028"
+    lake.write("a.json", [c(1, "a", 10), bad, envelope("x", lsn=11, after={"id": 2})])
     result = lake.merge()
     assert (result.upserts, result.quarantined) == (1, 2)
-    checkpoint = lake.sink.load().checkpoint
-    records = [
-        json.loads(text)
-        for path in Path(checkpoint["quarantine"]).glob("*.json")
-        for text in path.read_text().splitlines()
-    ]
-    assert sorted((r["line"], r["reason"].split(":")[0]) for r in records) == [
+    records = quarantined(lake.fs, lake.sink.quarantine_root)
+    assert sorted((r.line, r.reason.split(":")[0]) for r in records) == [
         (2, "not valid JSON"),
         (3, "unknown op 'x'"),
     ]
-    assert all(r["source_file"].endswith("a.json") and r["raw"] for r in records)
+    assert records[0].raw == bad
+    assert all(r.source_file.endswith("a.json") for r in records)
 
 
 def test_run_merge_too_many_bad_lines_fails_without_commit(cow_lake: Lake) -> None:
@@ -293,8 +292,6 @@ def test_run_merge_checkpoint_with_file_names_is_converted_to_positions(cow_lake
 
 
 def test_run_merge_after_quarantine_replay_applies_only_new_files(cow_lake: Lake) -> None:
-    from cdclake_merge.replay import replay
-
     typed = {"amount": "decimal(10,2)"}
     cow_lake.options = replace(cow_lake.options, column_types=typed, max_bad_fraction=1.0)
     applied = cow_lake.write("a.json", [c(1, "a", 10), c(2, "too big", 11, amount="1e20")])

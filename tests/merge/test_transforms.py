@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.job import line_offsets
@@ -233,6 +234,23 @@ def test_decode_events_casts_to_table_types(spark) -> None:  # type: ignore[no-u
     assert str(row["m"]) == "12.50"
     assert bytes(row["b"]) == b"\x01\x02"
     assert row["_cdc_op"] == "c"
+
+
+def test_decode_events_image_column_decodes_as_its_row_json_would(spark) -> None:  # type: ignore[no-untyped-def]
+    """A line the JVM decoded (its image a typed struct) and the same values as the Python
+    parser writes them: one row each, equal; a float32 widened to double keeps its text."""
+    parsed = spark.createDataFrame(
+        [
+            ("event", "f", None, "c", o(1), 1, 0, None, [], None, None, 0, (1, 1.1, "12.50")),
+            ("event", "f", 2, "c", o(2), 2, 0, '{"id":1,"v":1.1,"m":"12.50"}', [], *[None] * 4),
+        ],
+        "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
+        "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string, "
+        "head int, _image_0_after struct<id:int,v:float,m:string>",
+    )
+    columns = [("id", "bigint"), ("v", "double"), ("m", "decimal(5,2)")]
+    rows = decode_events(parsed, columns).select("id", "v", F.col("m").cast("string")).collect()
+    assert [tuple(r) for r in rows] == [(1, 1.1, "12.50")] * 2
 
 
 def test_run_summary_counts_outcomes_and_finds_newest_truncate(spark) -> None:  # type: ignore[no-untyped-def]

@@ -313,7 +313,8 @@ def parse_undecided(classified: DataFrame, spec: TableSpec, cached: list[DataFra
     if not undecided.count():
         return decoded
     offsets = line_offsets(classified)
-    parsed = decoded.unionByName(parse_lines(undecided, spec, offsets)).persist()
+    python = parse_lines(undecided, spec, offsets)
+    parsed = decoded.unionByName(python, allowMissingColumns=True).persist()
     cached.append(parsed)
     return parsed
 

@@ -39,6 +39,7 @@ from cdclake_merge.debezium import (
     TableSpec,
     schema_decoder,
 )
+from cdclake_merge.transforms import IMAGE_PREFIX
 
 HEAD_START = '{"schema":'
 HEAD_END = ',"payload":'
@@ -57,7 +58,6 @@ _FAST_FIELDS = (
     ("order", "string"),
     ("lsn", "bigint"),
     ("source_ts_ms", "bigint"),
-    ("row_json", "string"),
     ("toast", "array<string>"),
 )
 FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
@@ -215,12 +215,20 @@ def _plan_field(name: str, schema_field: dict[str, object], spec: TableSpec) -> 
     return Field(name=name, spark_type=spark_type, read_as=read_as, kind=kind)
 
 
+def image_column(plan: int, image: str) -> str:
+    """The column of the ``before`` or ``after`` images that plan ``plan`` decoded."""
+    return f"{IMAGE_PREFIX}{plan}_{image}"
+
+
 def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     """``lines`` as read (``file``, ``_split``, ``_row``, ``text``) plus ``fast``
-    (``FAST_TYPE``).
+    (``FAST_TYPE``) and, for each plan, a column of the images it decoded
+    (:func:`image_column`: a struct of the image's raw values, null on other lines).
 
     ``fast.ok`` marks the lines decoded here; every other line keeps only its text, for the
     Python parser. Each stage is its own projection so that ``from_json`` runs once a line.
+    The images stay typed: written out as JSON text and parsed again, as the Python parser's
+    rows are, they cost a first load of a million rows seconds of its read and fold.
     """
     where = [c for c in lines.columns if c != "text"]
     text = F.col("text")
@@ -243,17 +251,24 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
         F.when(F.col("_head").isNotNull(), F.substring_index(text, HEAD_END, -1)).alias("_rest"),
     )
     parsed = cut.select("*", *[_parse(plan, i).alias(f"_w{i}") for i, plan in enumerate(plans)])
-    # Checks and decoding in a projection of their own, compiled: under to_json and
-    # array_compact (which Spark only interprets) they would be evaluated row by row by the
-    # interpreter, and once more by every filter on the outcome. Compiled into one method,
-    # they would be too large for the JIT: session.SPARK_CONF's hugeMethodLimit splits them.
+    # Checks and decoding in a projection of their own, compiled: under array_compact (which
+    # Spark only interprets) they would be evaluated row by row by the interpreter, and once
+    # more by every filter on the outcome. Compiled into one method, they would be too large
+    # for the JIT: session.SPARK_CONF's hugeMethodLimit splits them.
     checks = [_checked(plan, i).alias(f"_e{i}") for i, plan in enumerate(plans)]
     checked = parsed.select(*where, "text", "_head", *checks)
-    outcomes = [_outcome(i, plan) for i, plan in enumerate(plans)]
-    decided = checked.select(*where, "text", F.coalesce(skipped, *outcomes).alias("fast"))
+    outcomes = [_outcome(i) for i in range(len(plans))]
+    images = [
+        F.when(F.col(f"_e{i}")["ok"], F.col(f"_e{i}")[name]).alias(image_column(i, name))
+        for i, plan in enumerate(plans)
+        for name, image in (("before", plan.before), ("after", plan.after))
+        if image is not None
+    ]
+    decided = checked.select(*where, "text", F.coalesce(skipped, *outcomes).alias("fast"), *images)
     # A decoded line's text is not kept: only the Python parser reads it, for the rest.
     text_left = F.when(~F.coalesce(F.col("fast.ok"), F.lit(False)), text)
-    return decided.select(*where, text_left.alias("text"), "fast")
+    kept = [c for c in decided.columns if c.startswith(IMAGE_PREFIX)]
+    return decided.select(*where, text_left.alias("text"), "fast", *kept)
 
 
 def _parse(plan: HeadPlan, i: int) -> Column:
@@ -363,13 +378,9 @@ def _checked(plan: HeadPlan, i: int) -> Column:
     return F.when((F.col("_head") == i) & (F.spark_partition_id() >= 0), checked)
 
 
-def _outcome(i: int, plan: HeadPlan) -> Column:
+def _outcome(i: int) -> Column:
     """The ``FAST_TYPE`` outcome of a line with plan ``i``'s head, from :func:`_checked`."""
     e = F.col(f"_e{i}")
-    row_json = F.lit(None).cast("string")
-    for name, image in (("before", plan.before), ("after", plan.after)):
-        if image is not None:
-            row_json = F.coalesce(F.to_json(e[name]), row_json)
     return F.when(
         F.col("_head") == i,
         _fast_struct(
@@ -380,7 +391,6 @@ def _outcome(i: int, plan: HeadPlan) -> Column:
             order=e["order"],
             lsn=e["lsn"],
             source_ts_ms=e["source_ts_ms"],
-            row_json=row_json,
             toast=F.array_compact(e["toast"]),
         ),
     )

@@ -130,7 +130,9 @@ def quarantined(
         if match is None or (upto_version is not None and int(match.group(1)) > upto_version):
             continue
         for part in _part_files(fs, join(root, name)):
-            for text in fs.read_text(part).splitlines():
+            # JSON lines end at "\n" only: a raw line may hold U+0085 or U+2028 unescaped,
+            # where str.splitlines() would cut it.
+            for text in fs.read_text(part).split("\n"):
                 if not text.strip():
                     continue
                 row = json.loads(text)

@@ -8,14 +8,15 @@ docstring names the CDC rule it implements.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import FloatType, StructField, StructType
 
 from cdclake_merge.debezium import TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
-from cdclake_merge.schema import decode_sql, raw_ddl
+from cdclake_merge.schema import decode_sql, raw_ddl, raw_type
 
 # Metadata columns kept in the lake table so users can audit every row.
 ORDER = "_cdc_order"  # zero-padded commit LSN + change LSN: the per-key order, a string
@@ -37,6 +38,9 @@ PARSED_DDL = (
     "head int"
 )
 _PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
+# Lines the JVM decoded carry no ``row_json``: their image is a struct of its raw values in a
+# column of its plan's, named with this prefix (see jvm_parse.image_column).
+IMAGE_PREFIX = "_image_"
 _OUTPUT_BATCH_ROWS = 10_000  # parsed rows per Arrow batch back to the JVM
 # The kind of reasons counted together when there are too many kinds to list.
 MANY_REASONS = "reasons of too many kinds to list"
@@ -48,8 +52,9 @@ def order_key(commit_lsn: int, lsn: int) -> str:
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
     """The lines :func:`~cdclake_merge.jvm_parse.classify_lines` decided, as ``PARSED_DDL``
-    (unnumbered: none is quarantined)."""
+    (unnumbered: none is quarantined, no ``row_json``) and their plans' image columns."""
     fast = F.col("fast")
+    images = [c for c in classified.columns if c.startswith(IMAGE_PREFIX)]
     return classified.where(fast["ok"]).select(
         fast["kind"].alias("kind"),
         "file",
@@ -58,11 +63,12 @@ def decoded_lines(classified: DataFrame) -> DataFrame:
         fast["order"].alias("order"),
         fast["lsn"].alias("lsn"),
         fast["source_ts_ms"].alias("source_ts_ms"),
-        fast["row_json"].alias("row_json"),
+        F.lit(None).cast("string").alias("row_json"),
         fast["toast"].alias("toast"),
         fast["reason"].alias("reason"),
         F.lit(None).cast("string").alias("raw"),
         fast["head"].alias("head"),
+        *images,
     )
 
 
@@ -158,23 +164,54 @@ def parse_lines(
 def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
     """Parsed row/change events → typed columns plus the metadata columns.
 
-    Columns absent from an event (added later, or dropped by then) are null.
-    Truncates are excluded here; see :func:`truncate_order`.
+    A column's raw value comes from the event's ``row_json`` (the Python parser's lines) or
+    from its plan's image column (the JVM's, see :data:`IMAGE_PREFIX`), then is decoded to
+    the column's type the same way for both. Columns absent from an event (added later, or
+    dropped by then) are null. Truncates are excluded here (see :func:`drop_truncated`).
     """
+    images = [f for f in parsed.schema.fields if f.name.startswith(IMAGE_PREFIX)]
     events = parsed.where((F.col("kind") == "event") & (F.col("op") != "t"))
     with_row = events.select(
         F.from_json("row_json", raw_ddl(columns)).alias("r"),
+        *[F.col(f"`{image.name}`") for image in images],
         F.col("order").alias(ORDER),
         F.col("lsn").alias(LSN),
         F.col("op").alias(OP),
         F.timestamp_millis("source_ts_ms").alias(SOURCE_TS),
         F.coalesce("toast", F.array().cast("array<string>")).alias(TOAST),
     )
-    return with_row.select(
-        *[F.expr(decode_sql(name, t, f"r.`{name}`")).cast(t).alias(name) for name, t in columns],
+    raw = with_row.select(
+        *[_raw_value(name, t, images).alias(f"_raw_{i}") for i, (name, t) in enumerate(columns)],
         *METADATA_COLUMNS,
         TOAST,
     )
+    return raw.select(
+        *[
+            F.expr(decode_sql(name, t, f"_raw_{i}")).cast(t).alias(name)
+            for i, (name, t) in enumerate(columns)
+        ],
+        *METADATA_COLUMNS,
+        TOAST,
+    )
+
+
+def _raw_value(name: str, spark_type: str, images: Sequence[StructField]) -> Column:
+    """Column ``name``'s raw value (``raw_type``) from whichever source the event has.
+
+    An image's value is cast to the column's raw type as ``from_json`` would read its JSON
+    text: a float held as a double takes its shortest decimal text (``1.1``, not
+    ``1.100000023841858``), as the Python parser's rows do.
+    """
+    wanted = raw_type(spark_type)
+    sources = []
+    for image in images:
+        fields = {f.name: f.dataType for f in cast(StructType, image.dataType).fields}
+        if name in fields:
+            value = F.col(f"`{image.name}`")[name]
+            if isinstance(fields[name], FloatType) and wanted != "float":
+                value = value.cast("string")
+            sources.append(value.cast(wanted))
+    return F.coalesce(*sources, F.col(f"r.`{name}`")) if sources else F.col(f"r.`{name}`")
 
 
 def drop_truncated(frame: DataFrame, truncated_before: str | None) -> DataFrame:
