@@ -223,7 +223,7 @@ def test_run_merge_bad_lines_are_quarantined_and_good_lines_applied(lake: Lake) 
         (3, "unknown op 'x'"),
     ]
     assert records[0].raw == bad
-    assert all(r.source_file.endswith("a.json") for r in records)
+    assert all(r.source_file.endswith("a.json") and r.raw for r in records)
 
 
 def test_run_merge_too_many_bad_lines_fails_without_commit(cow_lake: Lake) -> None:

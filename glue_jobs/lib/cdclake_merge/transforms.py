@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import FloatType, StructField, StructType
+from pyspark.sql.types import DataType, FloatType, StructType
 
 from cdclake_merge.debezium import TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
@@ -169,11 +169,16 @@ def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
     the column's type the same way for both. Columns absent from an event (added later, or
     dropped by then) are null. Truncates are excluded here (see :func:`drop_truncated`).
     """
-    images = [f for f in parsed.schema.fields if f.name.startswith(IMAGE_PREFIX)]
+    # image column -> its fields' types
+    images = {
+        f.name: {g.name: g.dataType for g in cast(StructType, f.dataType).fields}
+        for f in parsed.schema.fields
+        if f.name.startswith(IMAGE_PREFIX)
+    }
     events = parsed.where((F.col("kind") == "event") & (F.col("op") != "t"))
     with_row = events.select(
         F.from_json("row_json", raw_ddl(columns)).alias("r"),
-        *[F.col(f"`{image.name}`") for image in images],
+        *[F.col(f"`{image}`") for image in images],
         F.col("order").alias(ORDER),
         F.col("lsn").alias(LSN),
         F.col("op").alias(OP),
@@ -195,7 +200,7 @@ def decode_events(parsed: DataFrame, columns: Sequence[ColumnDef]) -> DataFrame:
     )
 
 
-def _raw_value(name: str, spark_type: str, images: Sequence[StructField]) -> Column:
+def _raw_value(name: str, spark_type: str, images: Mapping[str, Mapping[str, DataType]]) -> Column:
     """Column ``name``'s raw value (``raw_type``) from whichever source the event has.
 
     An image's value is cast to the column's raw type as ``from_json`` would read its JSON
@@ -204,10 +209,9 @@ def _raw_value(name: str, spark_type: str, images: Sequence[StructField]) -> Col
     """
     wanted = raw_type(spark_type)
     sources = []
-    for image in images:
-        fields = {f.name: f.dataType for f in cast(StructType, image.dataType).fields}
+    for image, fields in images.items():
         if name in fields:
-            value = F.col(f"`{image.name}`")[name]
+            value = F.col(f"`{image}`")[name]
             if isinstance(fields[name], FloatType) and wanted != "float":
                 value = value.cast("string")
             sources.append(value.cast(wanted))
