@@ -209,6 +209,33 @@ def test_local_session_start_prints_nothing_on_stderr(tmp_path: Path) -> None:
     assert started.stderr == ""
 
 
+def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from cdclake_merge.session import JAVA_OPTIONS_ENV
+
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cdclake_merge.session import local_session; "
+            "jvm = local_session(sys.argv[1]).sparkContext._jvm; "
+            "print(jvm.java.lang.System.getProperty('cdclake.probe'))",
+            str(tmp_path / "warehouse"),
+        ],
+        env={**os.environ, JAVA_OPTIONS_ENV: "-XX:TieredStopAtLevel=1 -Dcdclake.probe=set"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert started.stdout.strip() == "set"
+
+
 @pytest.mark.parametrize("mode", [0o751, 0o640, 0o007])
 def test_local_session_local_permissions_set_in_the_jvm_exact(
     spark: Any, tmp_path: Path, mode: int

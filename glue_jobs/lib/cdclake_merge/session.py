@@ -22,6 +22,10 @@ JARS_ENV = "CDCLAKE_SPARK_JARS"  # a folder of jars to add (default: the repo's 
 # The thrift URI of a metastore service to sync to, as the Glue job syncs to Glue's catalog; the
 # local stack sets it for the merges it runs (cdclake.local.lake). Unset: embedded Derby.
 METASTORE_URI_ENV = "CDCLAKE_METASTORE_URI"
+# More options for the local driver's JVM. A process that merges a few small files and exits
+# gains from `-XX:TieredStopAtLevel=1`: HotSpot's optimising compiler costs a cold merge more
+# CPU than it gives back (docs/merge-job.md); a long run on big input wants it.
+JAVA_OPTIONS_ENV = "CDCLAKE_DRIVER_JAVA_OPTIONS"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
 REPO_JARS = Path(__file__).resolve().parents[3] / "jvm" / "lib" / "spark"
@@ -70,13 +74,16 @@ def spark_jars() -> list[Path]:
     return jars
 
 
-def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkSession:
+def local_session(
+    warehouse: str | Path, *, app_name: str = "cdclake", java_options: str | None = None
+) -> SparkSession:
     """A small local session whose tables live under ``warehouse``.
 
     The catalog is the metastore service at ``$CDCLAKE_METASTORE_URI`` when set, else an
     embedded Derby one under ``warehouse``. :data:`SPARK_CONF` as on Glue, plus what only a
     laptop needs. Shuffle partitions are kept low: local runs are small, and 200 tiny tasks
-    cost more than they save.
+    cost more than they save. ``java_options`` are added to the driver JVM's own (default:
+    ``$CDCLAKE_DRIVER_JAVA_OPTIONS``).
     """
     from pyspark.sql import SparkSession
 
@@ -87,13 +94,16 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = spark_jars()
     metastore = warehouse / "metastore_db"
+    if java_options is None:
+        java_options = os.environ.get(JAVA_OPTIONS_ENV, "")
     builder = (
         SparkSession.builder.master(os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]"))
         .appName(app_name)
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config(
             "spark.driver.extraJavaOptions",
-            f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS}",
+            f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS} "
+            f"{java_options}".strip(),
         )
         .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.default.parallelism", "4")
