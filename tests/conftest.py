@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cdclake_merge.session import JAVA_OPTIONS_ENV
+
 if TYPE_CHECKING:
     from cdclake.local.stack import LocalStack
 
@@ -62,7 +64,7 @@ if "CDCLAKE_RDS_CA_BUNDLE" not in os.environ:
 # merge or two, on small files: C1 alone finishes a cold CLI merge sooner (33 -> 26 s idle) and
 # leaves the other worker the CPU the optimising compiler would take. The session's own
 # SparkSession (`spark`) lives the whole run, where the optimising compiler pays: it keeps it.
-os.environ.setdefault("CDCLAKE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault(JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 
 
 def cdk_context() -> dict[str, object]:

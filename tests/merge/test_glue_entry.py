@@ -236,6 +236,19 @@ def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
     assert started.stdout.strip() == "set"
 
 
+def test_local_session_java_options_given_override_the_environment(spark: Any) -> None:
+    """The shared session is started with ``java_options=""``: it keeps the optimising
+    compiler the environment takes from the processes the tests start (tests/conftest.py)."""
+    import os
+
+    from cdclake_merge.session import JAVA_OPTIONS_ENV
+
+    if "TieredStopAtLevel" not in os.environ.get(JAVA_OPTIONS_ENV, ""):
+        pytest.skip(f"{JAVA_OPTIONS_ENV} does not set -XX:TieredStopAtLevel here")
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert not [a for a in runtime.getInputArguments() if "TieredStopAtLevel" in a]
+
+
 @pytest.mark.parametrize("mode", [0o751, 0o640, 0o007])
 def test_local_session_local_permissions_set_in_the_jvm_exact(
     spark: Any, tmp_path: Path, mode: int
