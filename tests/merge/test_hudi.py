@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from cdclake_merge.hudi import (
@@ -673,3 +674,18 @@ def test_hudi_first_load_is_bulk_inserted_and_later_runs_upsert(lake: Lake) -> N
     # The record index knows the bulk-inserted keys: key 1 is updated, not written twice.
     rows = sorted((r["id"], r["name"]) for r in _hudi_rows(lake))
     assert rows == [(1, "again"), (2, "n2"), (4, "n4")]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_hudi_base_files_of_bulk_insert_and_upsert_are_zstd_compressed(cow: Lake) -> None:
+    cow.write("a.json", [c(1, 10), c(2, 11)])
+    cow.merge()
+    cow.write("b.json", [c(1, 20, name="again")])
+    cow.merge()
+    root = Path(cow.sink.root)  # type: ignore[attr-defined]
+    files = [p for p in root.rglob("*.parquet") if ".hoodie" not in p.parts]
+    codecs = {pq.ParquetFile(p).metadata.row_group(0).column(0).compression for p in files}
+    # A base file's name ends with the instant that wrote it: files of both commits.
+    assert len({p.stem.rsplit("_", 1)[1] for p in files}) == 2
+    assert codecs == {"ZSTD"}

@@ -12,7 +12,14 @@ import pytest
 from cdclake_merge.debezium import UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
 from cdclake_merge.job import parse_undecided, read_lines
-from cdclake_merge.jvm_parse import HEAD_END, classify_lines, heads_in, plan_head, plan_heads
+from cdclake_merge.jvm_parse import (
+    HEAD_END,
+    NO_SCHEMA,
+    classify_lines,
+    heads_in,
+    plan_head,
+    plan_heads,
+)
 from tests.merge.support import (
     compact_line,
     decimal_b64,
@@ -82,12 +89,16 @@ UNDECIDED = {
     "int64 value written as a string": line(event(id="1")),
     "text after the payload": line(event())[:-1] + ' "x"}',
     "payload closed early": line(event())[:-1] + "}}",
-    "second payload key": line(event())[:-1] + ',"payload":' + json.dumps(event(id=2)) + "}",
     "schema repeated after the payload": line(event())[:-1] + ',"schema":null}',
+    "schema repeated after the payload, not null": line(event())[:-1] + ',"schema":{}}',
+    "the absent schema's marker as the schema": line(event())[:-1] + f',"schema":"{NO_SCHEMA}"}}',
     "NaN as text": line(event(price="NaN")),
     "decimal wider than its precision": line(event(amount=decimal_b64("12345.67", 2))),
     "timestamp outside years 1-9999": line(event(at=10**18)),
     "zoned timestamp with an offset": line(event(zoned="2024-01-01T00:00:00+02:00")),
+    "zoned timestamp in year 0": line(event(zoned="0000-01-01T00:00:00Z")),
+    "zoned timestamp on a day that does not exist": line(event(zoned="2023-02-29T12:00:00Z")),
+    "zoned timestamp at hour 24": line(event(zoned="2024-01-01T24:00:00Z")),
     "time of day past 24:00": line(event(clock=86_400_000_001)),
     "base64 with a bad alphabet": line(event(blob="a!==")),
     "missing key": line(event(id=None)),
@@ -112,6 +123,8 @@ DECIDED = {
     "TOAST placeholder in bytes, base64": line(event(blob=TOAST_BASE64)),
     "TOAST placeholder in bytes, hex": line(event(blob=TOAST_HEX)),
     "null values": line(event(name=None, amount=None, zoned=None)),
+    # The last of two keys wins, in Spark as in Python: both read the second payload.
+    "second payload key": line(event())[:-1] + ',"payload":' + json.dumps(event(id=2)) + "}",
     "tombstone": "null",
     "blank line": "",
 }
