@@ -199,6 +199,16 @@ def test_classify_lines_edge_cases_same_outcomes_as_python(edge_cases) -> None: 
     assert outcome_rows(edge_cases["fast"]) == edge_cases["python"]
 
 
+def test_classify_lines_two_schemas_in_one_file_each_cut_at_its_own_head(spark) -> None:  # type: ignore[no-untyped-def]
+    # Heads of different lengths: each line's payload starts where its own head ends.
+    short = line(envelope("u", lsn=41, commit=30, after={"id": 2, "name": "b"}), FIELDS[:2])
+    texts = [line(event()), short, line(event(id=3))]
+    classified, fast = run_composition(spark, texts)
+    python = parsed_in_python(lines_frame(spark, texts), SPEC).collect()
+    assert classified.where("fast.ok").count() == 3
+    assert outcome_rows(fast) == outcome_rows(python)
+
+
 def test_parse_undecided_lines_parsed_in_python_numbered_in_their_file(edge_cases) -> None:  # type: ignore[no-untyped-def]
     lines = [r["line"] for r in edge_cases["fast"] if r["line"] is not None]
     undecided = [n for n, name in enumerate(edge_cases["names"], start=1) if name in UNDECIDED]

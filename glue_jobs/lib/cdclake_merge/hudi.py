@@ -158,7 +158,7 @@ def hudi_options(
         # A run that applied files but changed no row still records its checkpoint.
         "hoodie.allow.empty.commit": "true",
         "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_METADATA_PREFIX,
-        # zstd, not Hudi 0.15's gzip: a first load of a million rows writes 3 s faster
+        # zstd, not Hudi 0.15's gzip: a first load of a million rows took 2 to 4 s less
         # (docs/reliability.md); Athena, Trino and Spark read it, and Iceberg writes it by
         # default since 1.4.
         "hoodie.parquet.compression.codec": "zstd",
