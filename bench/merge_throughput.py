@@ -11,7 +11,8 @@ once on a small warm-up set, so no figure pays for starting the JVM or the Pytho
 and each input is read once into the page cache first, so none pays for the disk. All three
 must produce the number of live rows the generator expects, or the figures are not written.
 Prints events/s, the ratios and whether the targets are met, and writes
-``bench/results/merge_throughput-<timestamp>.json``.
+``bench/results/merge_throughput-<timestamp>.json``, with what the Spark JVM spent during
+each Spark contender (compiling, collecting, CPU: a cold run's extra time is the JIT's).
 """
 
 from __future__ import annotations
@@ -123,6 +124,28 @@ def bench_duckdb(data: Path, work: Path) -> float:
     return time.perf_counter() - started
 
 
+def jvm_counters(spark: Any) -> dict[str, float]:
+    """The Spark JVM's totals so far: its JIT compilers' time, its collectors' time and its
+    process CPU time, in seconds. A cold run's extra time is mostly the JIT's: two cores
+    shared by Spark's tasks and the compilers (docs/reliability.md)."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    collectors = management.getGarbageCollectorMXBeans()
+    gc_ms = sum(collectors.get(i).getCollectionTime() for i in range(collectors.size()))
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    # utime and stime, the 14th and 15th fields, after the parenthesised command name
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {
+        "jit_s": management.getCompilationMXBean().getTotalCompilationTime() / 1000,
+        "gc_s": gc_ms / 1000,
+        "cpu_s": (int(fields[11]) + int(fields[12])) / ticks,
+    }
+
+
+def jvm_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: round(after[name] - before[name], 2) for name in before}
+
+
 def read_into_page_cache(data: Path) -> None:
     """Reads every input file once, so the first contender does not pay for the disk alone."""
     for path in (data / "topics").rglob("*.json"):
@@ -153,9 +176,12 @@ def measure(events: int, keys: int, spark: Any, root: Path) -> dict[str, Any]:
     data = generate(events, keys, root)
     read_into_page_cache(data)
     work = root / "work"
+    counters = jvm_counters(spark)
     merge_s, noop_s, result, stages = bench_cdclake(spark, data, work / "cdclake")
+    after_merge = jvm_counters(spark)
     read, live = result.events_read, result.upserts
     window_s = bench_spark_window(spark, data, work)
+    after_window = jvm_counters(spark)
     duck_s = bench_duckdb(data, work)
     check_same_rows(data, work, live)
     return {
@@ -166,6 +192,11 @@ def measure(events: int, keys: int, spark: Any, root: Path) -> dict[str, Any]:
         "duckdb_s": round(duck_s, 2),
         "noop_rerun_s": round(noop_s, 3),
         "cdclake_stages_s": stages,
+        # what the Spark JVM spent during each contender (the no-op rerun included in the first)
+        "jvm": {
+            "cdclake merge": jvm_spent(counters, after_merge),
+            "spark window": jvm_spent(after_merge, after_window),
+        },
         "cdclake_events_per_s": round(read / merge_s),
         "spark_window_events_per_s": round(read / window_s),
         "duckdb_events_per_s": round(read / duck_s),

@@ -51,6 +51,9 @@ def test_merge_throughput_small_run_writes_consistent_results(
     assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
     assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
     assert set(run["cdclake_stages_s"]) == {"list", "read", "fold", "write"}
+    for contender in ("cdclake merge", "spark window"):
+        spent = run["jvm"][contender]
+        assert spent["cpu_s"] > 0 and spent["jit_s"] > 0 and spent["gc_s"] >= 0, spent
     assert isinstance(run["targets_met"], bool)
     assert figures["machine"]["cpus"] >= 1 and figures["machine"]["pyspark"].startswith("3.5")
     assert "targets" in printed
