@@ -22,7 +22,7 @@ help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
 
-JVM_INPUTS := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(wildcard jvm/*/src/main/java/io/cdclake/local/*.java)
+JVM_INPUTS := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(wildcard jvm/*/src/main/java/io/cdclake/*/*.java)
 
 setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
 

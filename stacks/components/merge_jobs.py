@@ -18,12 +18,14 @@ from constructs import Construct
 from cdclake.config import LakeConfig, TableConfig, merge_job_prefix
 from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
-from cdclake_merge.session import SPARK_CONF
+from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
+# The merge job's own JVM code (jvm/merge), built by `make setup`.
+JOB_JAR = REPO_JARS / MERGE_JAR
 # Modules the job installs (pip) at start: not in Glue 5.0's own list, at the version the
 # local job runs with.
 JOB_MODULES = ("orjson",)
@@ -53,7 +55,8 @@ class MergeJobs(Construct):
     One job per table (not one parameterized job) so each table is rerun, paused or
     resized on its own, and ``MaxConcurrentRuns=1`` guarantees two runs never write the same
     Hudi table. Job bookmarks are off: the job keeps its checkpoint in Hudi commit metadata.
-    The job library (``glue_jobs/lib``) ships as a zip for ``--extra-py-files``. Logs and
+    The job library (``glue_jobs/lib``) ships as a zip for ``--extra-py-files``, its JVM code
+    (``jvm/merge``, built by ``make setup``) as a jar for ``--extra-jars``. Logs and
     bookmarks are encrypted by a Glue security configuration with the lake key.
 
     ``change_folders`` holds each table's folder of change files in ``change_bucket`` (by table
@@ -89,6 +92,9 @@ class MergeJobs(Construct):
         self.library = s3_assets.Asset(
             self, "Library", path=str(JOB_LIBRARY), exclude=["__pycache__", "*.pyc"]
         )
+        if not JOB_JAR.is_file():
+            raise MissingJars(f"{JOB_JAR} not found: run `make setup` to build it")
+        self.jar = s3_assets.Asset(self, "Jar", path=str(JOB_JAR))
 
         # Encrypted job logs, bookmarks and shuffle/temp files written to S3.
         self.security_configuration = glue.CfnSecurityConfiguration(
@@ -124,6 +130,7 @@ class MergeJobs(Construct):
                 resources=[
                     self.script.bucket.arn_for_objects(self.script.s3_object_key),
                     self.library.bucket.arn_for_objects(self.library.s3_object_key),
+                    self.jar.bucket.arn_for_objects(self.jar.s3_object_key),
                 ],
             )
         )
@@ -237,6 +244,7 @@ class MergeJobs(Construct):
                     "--conf": glue_conf(SPARK_CONF),
                     "--enable-glue-datacatalog": "true",
                     "--extra-py-files": self.library.s3_object_url,
+                    "--extra-jars": self.jar.s3_object_url,
                     # Without orjson the parser takes its standard-library path.
                     "--additional-python-modules": pinned(JOB_MODULES),
                     "--enable-metrics": "true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
         assert args["--enable-metrics"] == "true"
         assert args["--job-bookmark-option"] == "job-bookmark-disable"
         assert args["--extra-py-files"].endswith(".zip")
+        assert args["--extra-jars"].endswith(".jar")
         assert job["Command"]["ScriptLocation"].endswith(".py")
 
 
@@ -199,6 +201,14 @@ def test_lake_job_library_asset_has_package_at_root(env: Any) -> None:
     staged = Path(env.outdir) / f"asset.{asset_hash}"
     assert (staged / "cdclake_merge" / "__init__.py").is_file()
     assert not list(staged.rglob("__pycache__"))
+
+
+def test_lake_job_jar_asset_holds_payload_parser(env: Any) -> None:
+    job = next(iter(jobs(env).values()))
+    jar_key = json.dumps(job["DefaultArguments"]["--extra-jars"])
+    asset_hash = jar_key.split("/")[-1].split(".jar")[0]
+    with zipfile.ZipFile(Path(env.outdir) / f"asset.{asset_hash}.jar") as jar:
+        assert "io/cdclake/merge/PayloadParser.class" in jar.namelist()
 
 
 def test_lake_buckets_encrypted_private_tls_only(env: Any) -> None:

@@ -262,3 +262,14 @@ def test_local_session_local_permissions_set_in_the_jvm_exact(
     fs.setPermission(hadoop_path, jvm.org.apache.hadoop.fs.permission.FsPermission(mode))
     assert fs.getClass().getName() == "io.cdclake.local.NioLocalFileSystem"
     assert path.stat().st_mode & 0o777 == mode
+
+
+def test_spark_jars_without_merge_jar_names_it_and_make_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake_merge.session import HUDI_BUNDLE, JARS_ENV, MissingJars, spark_jars
+
+    (tmp_path / HUDI_BUNDLE).touch()
+    monkeypatch.setenv(JARS_ENV, str(tmp_path))
+    with pytest.raises(MissingJars, match=r"^cdclake-merge\.jar not found in .*: run `make setup`"):
+        spark_jars()

@@ -14,9 +14,9 @@ from cdclake_merge.generator import GeneratorOptions, generate_files
 from cdclake_merge.job import parse_undecided, read_lines
 from cdclake_merge.jvm_parse import (
     HEAD_END,
-    NO_SCHEMA,
     classify_lines,
     heads_in,
+    payload_parser,
     plan_head,
     plan_heads,
 )
@@ -91,7 +91,15 @@ UNDECIDED = {
     "payload closed early": line(event())[:-1] + "}}",
     "schema repeated after the payload": line(event())[:-1] + ',"schema":null}',
     "schema repeated after the payload, not null": line(event())[:-1] + ',"schema":{}}',
-    "the absent schema's marker as the schema": line(event())[:-1] + f',"schema":"{NO_SCHEMA}"}}',
+    # The last of two keys wins, in Spark as in Python; the JVM's parser leaves it to Python.
+    "second payload key": line(event())[:-1] + ',"payload":' + json.dumps(event(id=2)) + "}",
+    "a payload field named twice": line(event()).replace('"op":"u"', '"op":"u","op":"u"'),
+    "an image field named twice": line(event()).replace('"id":1,', '"id":1,"id":1,'),
+    "a lone surrogate escaped in a value": line(event(name="=s=")).replace("=s=", "\\ud800x"),
+    "a lone surrogate escaped in a key": line({**event(), "=s=": 1}).replace("=s=", "\\udc00"),
+    "a number for a text field": line(event(name=5)),
+    "an object for a number field": line(event(clock={"v": 1})),
+    "int32 past its range": line(event(day=2**31)),
     "NaN as text": line(event(price="NaN")),
     "decimal wider than its precision": line(event(amount=decimal_b64("12345.67", 2))),
     "timestamp outside years 1-9999": line(event(at=10**18)),
@@ -123,8 +131,9 @@ DECIDED = {
     "TOAST placeholder in bytes, base64": line(event(blob=TOAST_BASE64)),
     "TOAST placeholder in bytes, hex": line(event(blob=TOAST_HEX)),
     "null values": line(event(name=None, amount=None, zoned=None)),
-    # The last of two keys wins, in Spark as in Python: both read the second payload.
-    "second payload key": line(event())[:-1] + ',"payload":' + json.dumps(event(id=2)) + "}",
+    # As Kafka Connect's JsonConverter writes it: UTF-8, not \u escapes.
+    "text beyond ASCII": line(event(name="=t=")).replace("=t=", "Zoë 😀 東京"),
+    "an unknown field holding objects": line({**event(), "extra": {"a": [1, {"b": None}]}}),
     "tombstone": "null",
     "blank line": "",
 }
@@ -230,6 +239,7 @@ def test_heads_in_finds_each_schema_once() -> None:
             [field("id", "int64"), field("n", "struct", "io.debezium.data.VariableScaleDecimal")],
         ),
         ("no key column", [field("name", "string")]),
+        ("an escape in the schema", [field("id", "int64"), field("caf\u00e9", "string")]),
     ],
 )
 def test_plan_head_schemas_it_cannot_decode_get_no_plan(
@@ -251,3 +261,66 @@ def test_classify_lines_bytes_toast_placeholder_decided_as_toast(spark, form: st
     [python] = python.where("kind != 'schema'").collect()
     assert classified.where("fast.ok").count() == 1
     assert fast["toast"] == python["toast"] == ["blob"]
+
+
+PAYLOAD_TYPE = (
+    "struct<op:string,"
+    "n:struct<s:string,l:bigint,i:int,h:smallint,d:double,f:float,b:boolean,x:binary>>"
+)
+
+
+def parse_payloads(spark: Any, payloads: list[bytes]) -> list[Any]:
+    """Each of ``payloads`` read by the JVM's payload parser (``PAYLOAD_TYPE``), in order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    name = payload_parser(spark, T._parse_datatype_string(PAYLOAD_TYPE))  # type: ignore[arg-type]
+    frame = spark.createDataFrame([(i, p) for i, p in enumerate(payloads)], "i int, p binary")
+    rows = frame.select("i", F.call_function(name, "p").alias("v")).orderBy("i").collect()
+    return [r["v"] for r in rows]
+
+
+def test_payload_parser_values_equal_from_json(spark) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    values = [
+        '{"s":"Zoë 😀","l":-9223372036854775808,"i":2147483647,"h":-32768,'
+        '"d":0.1,"f":3.4e38,"b":true,"x":"AQI="}',
+        '{"s":"","l":0,"i":-1,"h":7,"d":-0.0,"f":1e-45,"b":false,"x":""}',
+        '{"s":"a\\\\\\"b\\u00e9","l":123456789012,"d":12,"f":16777217,"x":"/w=="}',
+        '{"d":1.7976931348623157e308,"f":0.30000001192092896,"unknown":{"a":[1,{}]}}',
+        '{"s":null,"l":null}',
+        "{}",
+    ]
+    payloads = [f'{{"op":"u","n":{v}}}' for v in values]
+    parsed = parse_payloads(spark, [p.encode() for p in payloads])
+    frame = spark.createDataFrame([(i, p) for i, p in enumerate(payloads)], "i int, p string")
+    expected = [
+        r["v"]
+        for r in frame.select("i", F.from_json("p", PAYLOAD_TYPE).alias("v")).orderBy("i").collect()
+    ]
+    assert None not in parsed
+    assert parsed == expected
+
+
+@pytest.mark.parametrize(
+    ("why", "payload"),
+    [
+        ("overlong UTF-8 form", b'{"op":"\xc0\xaf"}'),
+        ("UTF-8 of a surrogate", b'{"op":"\xed\xa0\x80"}'),
+        ("cut UTF-8 sequence", b'{"op":"\xe6\x9d"}'),
+        ("byte that starts no UTF-8 sequence", b'{"op":"\xff"}'),
+        ("surrogate escape", b'{"op":"\\uD83D\\uDE00"}'),
+        ("text after the object", b'{"op":"u"} {}'),
+        ("no object", b'"u"'),
+        ("field named twice", b'{"op":"u","op":"c"}'),
+        ("number past a long", b'{"n":{"l":9223372036854775808}}'),
+        ("fraction for an int", b'{"n":{"i":1.5}}'),
+        ("text for a boolean", b'{"n":{"b":"true"}}'),
+        ("NaN token", b'{"n":{"d":NaN}}'),
+        ("not base64", b'{"n":{"x":"a!=="}}'),
+        ("array for a struct", b'{"n":[]}'),
+    ],
+)
+def test_payload_parser_doubtful_payload_is_null(spark, why: str, payload: bytes) -> None:  # type: ignore[no-untyped-def]
+    assert parse_payloads(spark, [payload, b'{"op":"u"}']) == [None, ("u", None)], why

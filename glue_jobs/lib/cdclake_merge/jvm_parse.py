@@ -4,8 +4,9 @@ The JSON converter writes each line of a table version as ``{"schema":S,"payload
 the same ``S``, and ``S`` is most of the line. The driver turns each distinct line *head*
 (``{"schema":S,"payload":``) into a :class:`HeadPlan`: the Spark type the payload's fields
 are read with, and the SQL that decodes each value the way :mod:`cdclake_merge.debezium`
-does. Lines of a planned head have only their payload parsed, by ``from_json``, and are
-decoded without leaving the JVM.
+does. Lines of a planned head have only their payload parsed, by the project's
+``io.cdclake.merge.PayloadParser`` (``jvm/merge``: ``cdclake-merge.jar``, on the local
+session's classpath and shipped with the Glue job), and are decoded without leaving the JVM.
 
 A line is taken here only when every check the Python parser makes is known to hold for it:
 the payload is one JSON value and nothing follows it, every value has its schema's JSON type
@@ -24,12 +25,15 @@ leading whitespace is accepted by Jackson.
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from pyspark.sql import Column, DataFrame
+from py4j.java_gateway import JavaPackage
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -43,13 +47,9 @@ from cdclake_merge.transforms import IMAGE_PREFIX
 
 HEAD_START = '{"schema":'
 HEAD_END = ',"payload":'
-# Appended after the payload: Jackson stops at the end of the first JSON value, so only a
-# payload that is exactly one value lets the parser reach this key.
-END_KEY = "__cdclake_end"
-# Put before the payload as the line's schema: a "schema" key after the payload replaces it
-# (the last of two keys wins, in Spark as in Python), whatever its value, null included.
-NO_SCHEMA = "__cdclake_no_schema"
-CORRUPT = "_cdclake_corrupt"
+# The payload's parser (jvm/merge), a Spark UDF: bytes in, a struct of the plan's types out,
+# null for any line it is not certain of.
+PARSER_CLASS = "io.cdclake.merge.PayloadParser"
 MAX_PLANS = 32  # distinct heads planned per run; lines of any others go to Python
 # What the JVM decided about a line (a struct column, null where it decided nothing).
 _FAST_FIELDS = (
@@ -66,13 +66,6 @@ _FAST_FIELDS = (
 FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
 # Lines skipped without parsing, with the Python parser's reasons.
 _SKIPPED = {"": "blank line", "null": "tombstone (null value)"}
-_JSON_OPTIONS = {
-    "mode": "PERMISSIVE",
-    "columnNameOfCorruptRecord": CORRUPT,
-    # What Python's JSON parsers refuse, Jackson must refuse too.
-    "allowSingleQuotes": "false",
-    "allowNonNumericNumbers": "false",
-}
 _HEX_PLACEHOLDER = UNAVAILABLE.encode().hex()
 _TOAST_TEXT = (UNAVAILABLE, base64.b64encode(UNAVAILABLE.encode()).decode(), _HEX_PLACEHOLDER)
 # A bytes field read as binary: the base64 form decodes to the placeholder itself, the hex
@@ -119,7 +112,7 @@ _KINDS = {
 
 @dataclass(frozen=True)
 class Field:
-    """One image field: its column, how ``from_json`` reads it, how it is decoded."""
+    """One image field: its column, how the payload parser reads it, how it is decoded."""
 
     name: str
     spark_type: str  # the column's type, as the Python parser reports it
@@ -164,6 +157,8 @@ def plan_head(head: str, spec: TableSpec) -> HeadPlan | None:
     except ValueError:
         return None
     if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
+        return None
+    if "\\u" in head:  # an escape may spell a lone surrogate, which Python refuses in any line
         return None
     top = {f.get("field"): f for f in schema["fields"] if isinstance(f, dict)}
     if "op" not in top or "source" not in top:  # a flattened record, or not Debezium's
@@ -229,7 +224,7 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     (:func:`image_column`: a struct of the image's raw values, null on other lines).
 
     ``fast.ok`` marks the lines decoded here; every other line keeps only its text, for the
-    Python parser. Each stage is its own projection so that ``from_json`` runs once a line.
+    Python parser. Each stage is its own projection so that the parser runs once a line.
     The images stay typed: written out as JSON text and parsed again, as the Python parser's
     rows are, they cost a million events 6 s of their read and fold (reliability.md).
     """
@@ -248,16 +243,20 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     staged = lines.select("*", F.when(text.endswith("}"), which).alias("_head"))
     # What follows the head up to the line's closing brace (the payload), cut at the head's
     # length in bytes: searching for the last ',"payload":' from the line's end tried each
-    # byte of the payload and took a sixteenth of the read; as binary, the cut copies instead.
+    # byte of the payload and took a sixteenth of the read; as binary, the cut copies instead,
+    # and the parser reads the bytes as they are.
     head_bytes = F.lit(None).cast("int")
     for i, plan in enumerate(plans):
         head_bytes = F.when(F.col("_head") == i, F.lit(len(plan.head.encode()) + 1)).otherwise(
             head_bytes
         )
     length = F.octet_length(text) - head_bytes
-    after_head = text.cast("binary").substr(head_bytes, length).cast("string")
+    after_head = text.cast("binary").substr(head_bytes, length)
     cut = staged.select("*", after_head.alias("_rest"))
-    parsed = cut.select("*", *[_parse(plan, i).alias(f"_w{i}") for i, plan in enumerate(plans)])
+    spark = lines.sparkSession
+    parsed = cut.select(
+        "*", *[_parse(spark, plan, i).alias(f"_w{i}") for i, plan in enumerate(plans)]
+    )
     # Checks and decoding in a projection of their own, compiled: under array_compact (which
     # Spark only interprets) they would be evaluated row by row by the interpreter, and once
     # more by every filter on the outcome. Compiled into one method, they would be too large
@@ -282,7 +281,9 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     return decided.select(*where, text_left.alias("text"), "fast", *images)
 
 
-def _parse(plan: HeadPlan, i: int) -> Column:
+def _parse(spark: SparkSession, plan: HeadPlan, i: int) -> Column:
+    """The payload of a line with plan ``i``'s head: a struct, null where the parser is not
+    certain of the line (it is stricter than Spark's ``from_json``: see its class comment)."""
     payload = [
         T.StructField("op", T.StringType()),
         T.StructField(
@@ -304,31 +305,36 @@ def _parse(plan: HeadPlan, i: int) -> Column:
                     image_name, T.StructType([T.StructField(f.name, f.read_as) for f in image])
                 )
             )
-    line = T.StructType(
-        [
-            T.StructField("payload", T.StructType(payload)),
-            T.StructField("schema", T.StringType()),
-            T.StructField(END_KEY, T.IntegerType()),
-            T.StructField(CORRUPT, T.StringType()),
-        ]
-    )
-    # The line with NO_SCHEMA for its schema and END_KEY before its closing brace
-    start = F.lit(f'{{"schema":"{NO_SCHEMA}","payload":')
-    wrapped = F.concat(start, F.col("_rest"), F.lit(f',"{END_KEY}":1}}'))
     # spark_partition_id() is non-deterministic, so no filter on the outcome is pushed below
-    # this projection: that would copy from_json into every reference to its result.
+    # this projection: that would copy the parser into every reference to its result.
     this_head = (F.col("_head") == i) & (F.spark_partition_id() >= 0)
-    return F.when(this_head, F.from_json(wrapped, line, _JSON_OPTIONS))
+    return F.when(this_head, F.call_function(payload_parser(spark, T.StructType(payload)), "_rest"))
+
+
+def payload_parser(spark: SparkSession, payload: T.StructType) -> str:
+    """The name of the session's function that parses payloads of type ``payload``.
+
+    One function per type, named by it, so runs of one long-lived session share it.
+    """
+    name = "cdclake_payload_" + hashlib.sha256(payload.json().encode()).hexdigest()[:16]
+    parser_class = functools.reduce(getattr, PARSER_CLASS.split("."), spark.sparkContext._jvm)
+    if isinstance(parser_class, JavaPackage):  # py4j's stand-in for a class it cannot find
+        raise RuntimeError(
+            f"{PARSER_CLASS} is not on the Spark classpath: run `make setup` to build "
+            "jvm/lib/spark/cdclake-merge.jar (the Glue job ships it with --extra-jars)"
+        )
+    parser = parser_class(payload.json())
+    spark._jsparkSession.udf().register(name, parser, parser.dataType())
+    return name
 
 
 def _checked(plan: HeadPlan, i: int) -> Column:
     """What plan ``i`` makes of a line with its head: the checks, the order and the
     images decoded (as structs; the one its op does not use is null)."""
-    w = F.col(f"_w{i}")
-    p = w["payload"]
+    p = F.col(f"_w{i}")
     op, source = p["op"], p["source"]
     lsn = source["lsn"]
-    rest = F.col("_rest")
+    rest = F.col("_rest").cast("string")
     sequence = source["sequence"]
     no_sequence = sequence.isNull() | (sequence == "")
     first = F.regexp_extract(sequence, _SEQUENCE, 1)  # "" when the pattern does not match
@@ -338,12 +344,9 @@ def _checked(plan: HeadPlan, i: int) -> Column:
     ts_usec = source["ts_usec"]
     source_ts_ms = F.coalesce(source["ts_ms"], _floor_div(ts_usec, 1000))
     checks = [
-        w[CORRUPT].isNull(),
-        w[END_KEY] == 1,
-        w["schema"] == NO_SCHEMA,
         # Searched with a rare first byte: a quote starts a compare at every key and string.
         # It finds a little more than it must, which only sends a line to Python.
-        ~rest.contains("__") | _lacks(rest, END_KEY, NO_SCHEMA, '"__op"', '"__deleted"', '"__lsn"'),
+        ~rest.contains("__") | _lacks(rest, '"__op"', '"__deleted"', '"__lsn"'),
         p.isNotNull(),
         op.isin("c", "u", "d", "r", "t"),
         lsn >= 0,

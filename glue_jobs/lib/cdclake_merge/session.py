@@ -33,6 +33,9 @@ HUDI_BUNDLE = "hudi-spark3.5-bundle_2.12-0.15.0.jar"
 # Built by `make setup` from jvm/local-fs: file:// without a `chmod` process per file written
 # (pyspark has no Hadoop native library; a small Hudi commit forked 120 of them, 0.6 s).
 LOCAL_FS_JAR, LOCAL_FS_CLASS = "cdclake-local-fs.jar", "io.cdclake.local.NioLocalFileSystem"
+# Built by `make setup` from jvm/merge: the payload parser of the JVM parse lane (jvm_parse.py).
+# The Glue job ships the same file (--extra-jars).
+MERGE_JAR = "cdclake-merge.jar"
 # Spark settings that change what the merge reads or writes, the same on Glue and here. They
 # must be set before the SparkContext starts (on Glue: the job's --conf), so the job script
 # cannot set them itself. Hudi 0.15 wants its Kryo registrator (without it Hudi's own classes
@@ -53,7 +56,7 @@ SPARK_CONF: Mapping[str, str] = {
 
 
 class MissingJars(RuntimeError):
-    """The Hudi bundle is not where the local session looks for it."""
+    """The Hudi bundle or the merge jar is not where the local session looks for it."""
 
 
 # Hudi sizes its in-memory maps with a shaded JOL, which by default attaches the HotSpot
@@ -63,13 +66,15 @@ JOL_OPTIONS = "-Djol.skipHotspotSAAttach=true -Djol.skipDynamicAttach=true"
 
 
 def spark_jars() -> list[Path]:
-    """The jars the local session adds to pyspark's own; the Hudi bundle must be one."""
+    """The jars the local session adds to pyspark's own; the Hudi bundle and the merge jar
+    must be two of them."""
     folder = Path(os.environ.get(JARS_ENV) or REPO_JARS)
     jars = sorted(folder.glob("*.jar"))
-    if not any(j.name == HUDI_BUNDLE for j in jars):
+    missing = [name for name in (HUDI_BUNDLE, MERGE_JAR) if not any(j.name == name for j in jars)]
+    if missing:
         raise MissingJars(
-            f"{HUDI_BUNDLE} not found in {folder}: run `make setup` "
-            f"(or set {JARS_ENV} to a folder that has it)"
+            f"{' and '.join(missing)} not found in {folder}: run `make setup` "
+            f"(or set {JARS_ENV} to a folder that has them)"
         )
     return jars
 
