@@ -115,6 +115,12 @@ UNDECIDED = {
     "incremental snapshot (no LSN)": line(
         {**event("r"), "source": {"snapshot": "incremental", "sequence": '["5","6"]'}}
     ),
+    "sequence with a leading zero": line(
+        {**event(), "source": {**event()["source"], "sequence": '[030,"40"]'}}
+    ),
+    "sequence with a line break in a string": line(
+        {**event(), "source": {**event()["source"], "sequence": '["30","4\n0"]'}}
+    ),
     "sequence that is not [commit, lsn]": line(
         {**event(), "source": {**event()["source"], "sequence": '["1"]'}}
     ),
@@ -239,7 +245,11 @@ def test_heads_in_finds_each_schema_once() -> None:
             [field("id", "int64"), field("n", "struct", "io.debezium.data.VariableScaleDecimal")],
         ),
         ("no key column", [field("name", "string")]),
-        ("an escape in the schema", [field("id", "int64"), field("caf\u00e9", "string")]),
+        ("a lone surrogate in the schema", [field("id", "int64"), field("x\ud800", "string")]),
+        (
+            "NaN in the schema",
+            [field("id", "int64"), {**field("n", "double"), "default": float("nan")}],
+        ),
     ],
 )
 def test_plan_head_schemas_it_cannot_decode_get_no_plan(
@@ -287,7 +297,7 @@ def test_payload_parser_values_equal_from_json(spark) -> None:  # type: ignore[n
         '{"s":"Zoë 😀","l":-9223372036854775808,"i":2147483647,"h":-32768,'
         '"d":0.1,"f":3.4e38,"b":true,"x":"AQI="}',
         '{"s":"","l":0,"i":-1,"h":7,"d":-0.0,"f":1e-45,"b":false,"x":""}',
-        '{"s":"a\\\\\\"b\\u00e9","l":123456789012,"d":12,"f":16777217,"x":"/w=="}',
+        '{"s":"a\\\\\\"b\\\\ud800","l":123456789012,"d":12,"f":16777216,"x":"/w=="}',
         '{"d":1.7976931348623157e308,"f":0.30000001192092896,"unknown":{"a":[1,{}]}}',
         '{"s":null,"l":null}',
         "{}",
@@ -311,6 +321,28 @@ def test_payload_parser_values_equal_from_json(spark) -> None:  # type: ignore[n
         ("cut UTF-8 sequence", b'{"op":"\xe6\x9d"}'),
         ("byte that starts no UTF-8 sequence", b'{"op":"\xff"}'),
         ("surrogate escape", b'{"op":"\\uD83D\\uDE00"}'),
+        ("any backslash-u escape", b'{"op":"\\u0041"}'),
+        ("escaped key of a flattened record", b'{"op":"u","\\u005f_op":"u"}'),
+        ("byte order mark", b'\xef\xbb\xbf{"op":"u"}'),
+        ("UTF-16", '{"op":"u"}'.encode("utf-16-le")),
+        ("overlong three-byte form", b'{"op":"\xe0\x80\xaf"}'),
+        ("overlong four-byte form", b'{"op":"\xf0\x8f\xbf\xbf"}'),
+        ("past U+10FFFF", b'{"op":"\xf4\x90\x80\x80"}'),
+        (
+            "integer past 64 bits in a field no plan reads",
+            b'{"op":"u","t":123456789012345678901234}',
+        ),
+        ("infinite number in a field no plan reads", b'{"op":"u","t":1e400}'),
+        (
+            "nesting too deep in a field no plan reads",
+            b'{"op":"u","t":' + b"[" * 70 + b"]" * 70 + b"}",
+        ),
+        ("integer not exact as a double", b'{"n":{"d":9007199254740993}}'),
+        ("integer not exact as a float", b'{"n":{"f":16777217}}'),
+        ("double halfway between two floats", b'{"n":{"f":1.000000059604644775390625}}'),
+        ("base64 without its padding", b'{"n":{"x":"QQ"}}'),
+        ("base64 with stray bits", b'{"n":{"x":"QR=="}}'),
+        ("base64 with a line break", b'{"n":{"x":"QUJD\\nQUJD"}}'),
         ("text after the object", b'{"op":"u"} {}'),
         ("no object", b'"u"'),
         ("field named twice", b'{"op":"u","op":"c"}'),

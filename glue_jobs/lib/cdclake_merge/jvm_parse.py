@@ -18,8 +18,7 @@ faster road to the same result (``tests/merge/test_jvm_parse.py`` compares the t
 
 Where the two can still differ, for lines the JSON converter never writes: a field of an
 image that the line's schema does not declare is ignored here (Python types it by its value);
-a field the schema declares but the line omits counts as present with null; base64 text with
-leading whitespace is accepted by Jackson.
+a field the schema declares but the line omits counts as present with null.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -41,6 +39,7 @@ from cdclake_merge.debezium import (
     UNAVAILABLE,
     BadRecord,
     TableSpec,
+    loads,
     schema_decoder,
 )
 from cdclake_merge.transforms import IMAGE_PREFIX
@@ -75,11 +74,12 @@ _MIN_MICROS = -62135596800 * 1_000_000  # 0001-01-01T00:00:00Z
 _MAX_MICROS = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
 _DAY_MICROS = 86_400_000_000
 _ISO_UTC = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-5][0-9])(\.[0-9]{1,9})?Z$"
-# source.sequence as Debezium writes it, ["<commit LSN>","<LSN>"] (either may be null); any
+# source.sequence as Debezium writes it, ["<commit LSN>","<LSN>"] (either may be null), in
+# JSON Python reads the same (no leading zeros, no control characters in a string); any
 # other spelling is the Python parser's to judge.
 _SEQUENCE = (
-    r'^\[[ \t\r\n]*(null|("?)[0-9]{1,18}\2)[ \t\r\n]*,'
-    r'[ \t\r\n]*(null|"[^"\\]*"|-?[0-9]+)[ \t\r\n]*\]$'
+    r'^\[[ \t\r\n]*(null|"[0-9]{1,18}"|0|[1-9][0-9]{0,17})[ \t\r\n]*,'
+    r'[ \t\r\n]*(null|"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]{0,17}))[ \t\r\n]*\]$'
 )
 _PARSE_TYPES: dict[str, T.DataType] = {
     "int8": T.ShortType(),
@@ -152,13 +152,11 @@ def plan_head(head: str, spec: TableSpec) -> HeadPlan | None:
     """The plan for one head, or None when its lines are better left to the Python parser."""
     if not (head.startswith(HEAD_START) and head.endswith(HEAD_END)):
         return None
-    try:
-        schema = json.loads(head[len(HEAD_START) : -len(HEAD_END)])
+    try:  # read as the Python parser reads lines: what it refuses in a head, it refuses
+        schema = loads(head[len(HEAD_START) : -len(HEAD_END)])
     except ValueError:
         return None
     if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
-        return None
-    if "\\u" in head:  # an escape may spell a lone surrogate, which Python refuses in any line
         return None
     top = {f.get("field"): f for f in schema["fields"] if isinstance(f, dict)}
     if "op" not in top or "source" not in top:  # a flattened record, or not Debezium's

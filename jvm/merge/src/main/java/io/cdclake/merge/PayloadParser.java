@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
 import java.io.Serializable;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.Row;
@@ -24,21 +25,33 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * A Debezium payload, the UTF-8 bytes after a line's head, read into a struct of the types a
- * head's plan gives (jvm_parse.py): the same values Spark's {@code from_json} reads, at a
- * quarter of its cost, because Jackson reads the bytes themselves (from_json decodes each
- * row's text through a new InputStreamReader) and no per-object setup of Spark's runs.
+ * head's plan gives (jvm_parse.py), as Spark's {@code from_json} reads them, at a quarter of
+ * its cost: Jackson reads the bytes themselves (from_json decodes each row's text through a
+ * new InputStreamReader) and no per-object setup of Spark's runs.
  *
- * <p>Null means "not certain": the line goes to the Python parser, which decides it. So the
- * reader takes only what it is sure of, and is stricter than from_json wherever the two could
- * differ: the bytes must be valid UTF-8 without surrogates, the payload one JSON object with
- * nothing after it, no field of the struct named twice, and each value of its field's JSON
- * type (from_json writes a number read as text as its JSON, Python refuses it). Values are
- * read with the Jackson calls Spark's JacksonParser makes for each type.
+ * <p>Null means "not certain": the line goes to the Python parser (cdclake_merge.debezium),
+ * which decides it and is the reference. So the reader takes only what it is sure Python
+ * reads the same way: valid UTF-8 in its shortest forms, without a NUL, a byte order mark or a
+ * backslash-u escape (which could spell a surrogate or a key Python treats apart); one JSON
+ * object with nothing after it, nested at most {@link #MAX_DEPTH} levels; no field of the
+ * struct named twice; each value of its field's JSON type; integers of 64 bits and finite
+ * numbers throughout, skipped fields included; base64 in its one canonical spelling; a
+ * float32 that the double Python reads rounds to without a tie. Values are read with the
+ * Jackson calls Spark's JacksonParser makes for each type, except floats (rounded from the
+ * double, as Python's value is) and bytes (Java's strict base64 decoder).
  */
 public final class PayloadParser implements UDF1<byte[], Row> {
   private static final long serialVersionUID = 1L;
-  // Jackson's defaults are Python's: no comments, single quotes, NaN tokens or leading zeros.
+  // Jackson's defaults refuse what Python's JSON does: comments, single quotes, NaN tokens,
+  // leading zeros. Its encoding detection is kept from ever choosing anything but UTF-8.
   private static final JsonFactory JSON = new JsonFactory();
+  // Levels below the payload (the payload's own object is the first). Python refuses a line
+  // past 128 levels; well inside that, nothing a plan reads needs more than two.
+  static final int MAX_DEPTH = 64;
+  // An integer is read into a double or float here only when it is exact in either, so that
+  // every way of reading it agrees.
+  private static final long EXACT_DOUBLE = 1L << 53;
+  private static final long EXACT_FLOAT = 1L << 24;
 
   private final StructType type;
   private final Struct payload;
@@ -62,7 +75,7 @@ public final class PayloadParser implements UDF1<byte[], Row> {
       if (parser.nextToken() != JsonToken.START_OBJECT) {
         return null;
       }
-      Row row = payload.read(parser);
+      Row row = payload.read(parser, 1);
       return row != null && parser.nextToken() == null ? row : null;
     } catch (IOException | RuntimeException e) {
       return null;
@@ -70,20 +83,27 @@ public final class PayloadParser implements UDF1<byte[], Row> {
   }
 
   /**
-   * Valid UTF-8 (shortest forms only) with no surrogate, raw or escaped. Jackson decodes an
-   * overlong form that Java's decoder (and so Spark's text, and Python's) replaces, and
-   * Python refuses a lone surrogate that Jackson reads.
+   * Valid UTF-8 (shortest forms only) with no surrogate, no NUL, no byte order mark and no
+   * backslash-u escape. Jackson decodes an overlong form that Java's decoder (and so Spark's
+   * text, and Python's) replaces; it reads a leading mark or NUL bytes as another encoding;
+   * an escape may spell a lone surrogate, which Python refuses, or a key it treats apart.
    */
   static boolean plainUtf8(byte[] b) {
     int n = b.length;
+    if (n >= 3 && (b[0] & 0xFF) == 0xEF && (b[1] & 0xFF) == 0xBB && (b[2] & 0xFF) == 0xBF) {
+      return false;
+    }
     for (int i = 0; i < n; i++) {
       int c = b[i];
       if (c >= 0) {
-        if (c == '\\' && i + 2 < n && b[i + 1] == 'u' && (b[i + 2] | 0x20) == 'd') {
-          return false; // a \\uDxxx escape: a surrogate's first hex digit is D
+        if (c == 0) {
+          return false;
         }
         if (c == '\\') {
-          i++; // an escaped backslash must not start an escape of its own
+          if (i + 1 < n && b[i + 1] == 'u') {
+            return false;
+          }
+          i++; // the escaped character, a backslash included, starts no escape of its own
         }
         continue;
       }
@@ -147,8 +167,8 @@ public final class PayloadParser implements UDF1<byte[], Row> {
       }
     }
 
-    /** The object whose START_OBJECT was just read, or null. */
-    Row read(JsonParser parser) throws IOException {
+    /** The object whose START_OBJECT was just read, at {@code depth}, or null. */
+    Row read(JsonParser parser, int depth) throws IOException {
       Object[] values = new Object[types.length];
       boolean[] seen = new boolean[types.length];
       JsonToken token;
@@ -156,7 +176,9 @@ public final class PayloadParser implements UDF1<byte[], Row> {
         Integer i = index.get(parser.currentName());
         token = parser.nextToken();
         if (i == null) {
-          parser.skipChildren();
+          if (!skip(parser, token, depth)) {
+            return null;
+          }
           continue;
         }
         if (seen[i]) {
@@ -166,7 +188,10 @@ public final class PayloadParser implements UDF1<byte[], Row> {
         if (token == JsonToken.VALUE_NULL) {
           continue;
         }
-        Object value = structs[i] != null ? struct(parser, token, structs[i]) : value(parser, token, types[i]);
+        Object value =
+            structs[i] != null
+                ? struct(parser, token, structs[i], depth + 1)
+                : value(parser, token, types[i]);
         if (value == null) {
           return null;
         }
@@ -175,8 +200,40 @@ public final class PayloadParser implements UDF1<byte[], Row> {
       return token == JsonToken.END_OBJECT ? RowFactory.create(values) : null;
     }
 
-    private static Object struct(JsonParser parser, JsonToken token, Struct struct) throws IOException {
-      return token == JsonToken.START_OBJECT ? struct.read(parser) : null;
+    private static Object struct(JsonParser parser, JsonToken token, Struct struct, int depth)
+        throws IOException {
+      return token == JsonToken.START_OBJECT && depth <= MAX_DEPTH ? struct.read(parser, depth) : null;
+    }
+
+    /**
+     * Past the value starting at {@code token} (a field no plan reads, in an object at {@code
+     * depth}); false if it holds what Python refuses: an integer past 64 bits, a number that is
+     * not finite, nesting too deep.
+     */
+    private static boolean skip(JsonParser parser, JsonToken token, int depth) throws IOException {
+      int open = 0;
+      while (token != null) {
+        if (token == JsonToken.START_OBJECT || token == JsonToken.START_ARRAY) {
+          if (depth + ++open > MAX_DEPTH) {
+            return false;
+          }
+        } else if (token == JsonToken.END_OBJECT || token == JsonToken.END_ARRAY) {
+          open--;
+        } else if (token == JsonToken.VALUE_NUMBER_INT) {
+          if (parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+            return false;
+          }
+        } else if (token == JsonToken.VALUE_NUMBER_FLOAT) {
+          if (!Double.isFinite(parser.getDoubleValue())) {
+            return false;
+          }
+        }
+        if (open == 0) {
+          return true;
+        }
+        token = parser.nextToken();
+      }
+      return false;
     }
 
     private static Object value(JsonParser parser, JsonToken token, DataType type) throws IOException {
@@ -191,15 +248,57 @@ public final class PayloadParser implements UDF1<byte[], Row> {
       } else if (type instanceof ShortType) {
         return integral ? (Object) parser.getShortValue() : null;
       } else if (type instanceof DoubleType) {
+        if (integral && !exact(parser, EXACT_DOUBLE)) {
+          return null;
+        }
         return number ? (Object) parser.getDoubleValue() : null;
       } else if (type instanceof FloatType) {
-        return number ? (Object) parser.getFloatValue() : null;
+        if (integral && !exact(parser, EXACT_FLOAT)) {
+          return null;
+        }
+        return number ? float32(parser.getDoubleValue()) : null;
       } else if (type instanceof BooleanType) {
         return token == JsonToken.VALUE_TRUE ? Boolean.TRUE : token == JsonToken.VALUE_FALSE ? Boolean.FALSE : null;
       } else if (type instanceof BinaryType) {
-        return token == JsonToken.VALUE_STRING ? parser.getBinaryValue() : null;
+        return token == JsonToken.VALUE_STRING ? canonicalBase64(parser.getText()) : null;
       }
       return null; // a type no plan reads with
+    }
+
+    private static boolean exact(JsonParser parser, long limit) throws IOException {
+      if (parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+        return false;
+      }
+      long value = parser.getLongValue();
+      return value >= -limit && value <= limit;
+    }
+
+    /**
+     * The float nearest the double {@code d}, unless {@code d} lies exactly halfway between two
+     * floats: Python reads the double and its shortest text may round the other way.
+     */
+    private static Object float32(double d) {
+      float f = (float) d;
+      if ((double) f == d || Float.isInfinite(f)) {
+        return f;
+      }
+      float other = d > f ? Math.nextUp(f) : Math.nextDown(f);
+      return ((double) f + (double) other) / 2 == d ? null : (Object) f;
+    }
+
+    /**
+     * The bytes of base64 text written the one way the bytes encode to (padded, no stray
+     * bits): Python keeps the text of a bytes value as it is, the JVM lane writes the bytes'
+     * encoding, so only then are the two the same.
+     */
+    private static byte[] canonicalBase64(String text) {
+      byte[] bytes;
+      try {
+        bytes = Base64.getDecoder().decode(text);
+      } catch (IllegalArgumentException e) {
+        return null;
+      }
+      return Base64.getEncoder().encodeToString(bytes).equals(text) ? bytes : null;
     }
   }
 }
