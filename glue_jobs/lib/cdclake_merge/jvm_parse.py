@@ -42,6 +42,7 @@ from cdclake_merge.debezium import (
     loads,
     schema_decoder,
 )
+from cdclake_merge.session import MERGE_JAR, MissingJars
 from cdclake_merge.transforms import IMAGE_PREFIX
 
 HEAD_START = '{"schema":'
@@ -314,14 +315,15 @@ def payload_parser(spark: SparkSession, payload: T.StructType) -> str:
 
     One function per type, named by it, so runs of one long-lived session share it.
     """
-    name = "cdclake_payload_" + hashlib.sha256(payload.json().encode()).hexdigest()[:16]
+    type_json = payload.json()
+    name = "cdclake_payload_" + hashlib.sha256(type_json.encode()).hexdigest()[:16]
     parser_class = functools.reduce(getattr, PARSER_CLASS.split("."), spark.sparkContext._jvm)
     if isinstance(parser_class, JavaPackage):  # py4j's stand-in for a class it cannot find
-        raise RuntimeError(
+        raise MissingJars(
             f"{PARSER_CLASS} is not on the Spark classpath: run `make setup` to build "
-            "jvm/lib/spark/cdclake-merge.jar (the Glue job ships it with --extra-jars)"
+            f"jvm/lib/spark/{MERGE_JAR} (the Glue job ships it with --extra-jars)"
         )
-    parser = parser_class(payload.json())
+    parser = parser_class(type_json)
     spark._jsparkSession.udf().register(name, parser, parser.dataType())
     return name
 
