@@ -16,7 +16,7 @@ from cdclake_merge.jvm_parse import (
     HEAD_END,
     classify_lines,
     heads_in,
-    payload_parser,
+    jvm_function,
     plan_head,
     plan_heads,
 )
@@ -64,6 +64,45 @@ ROW = {
 }
 
 
+# One field of each other kind the JVM decodes.
+KIND_FIELDS = [
+    field("id", "int64"),
+    field("ms", "int64", "io.debezium.time.Timestamp"),
+    field("ns", "int64", "io.debezium.time.NanoTimestamp"),
+    field("tms", "int32", "io.debezium.time.Time"),
+    field("tns", "int64", "io.debezium.time.NanoTime"),
+    field("f32", "float"),
+    field("small", "int16"),
+    field("flag", "boolean"),
+    field(
+        "tiny",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        scale="8",
+        **{"connect.decimal.precision": "10"},
+    ),
+    field(
+        "wide",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        scale="0",
+        **{"connect.decimal.precision": "20"},
+    ),
+]
+KIND_ROW = {
+    "id": 1,
+    "ms": 1_700_000_000_123,
+    "ns": 1_700_000_000_123_456_789,
+    "tms": 86_400_000,
+    "tns": 1_000_000_001,
+    "f32": 1.5,
+    "small": -7,
+    "flag": True,
+    "tiny": decimal_b64("0.00000001", 8),
+    "wide": decimal_b64(str(1 - 2**63), 0),
+}
+
+
 def line(payload: Any, fields: list[dict[str, Any]] = FIELDS) -> str:
     return compact_line(with_schema(payload, fields))
 
@@ -73,6 +112,10 @@ def event(op: str = "u", **row: Any) -> dict[str, Any]:
     if op == "d":
         return envelope("d", lsn=40, commit=30, before=image)
     return envelope(op, lsn=40, commit=30, after=image)
+
+
+def kind_line(**row: Any) -> str:
+    return line(envelope("c", lsn=40, commit=30, after={**KIND_ROW, **row}), KIND_FIELDS)
 
 
 def head_of(text: str) -> str:
@@ -124,6 +167,13 @@ UNDECIDED = {
     "sequence that is not [commit, lsn]": line(
         {**event(), "source": {**event()["source"], "sequence": '["1"]'}}
     ),
+    "millisecond timestamp past year 9999": kind_line(ms=253_402_300_800_000),
+    "nanosecond timestamp past 64 bits": kind_line(ns=-(2**63) - 1),
+    "time of day in milliseconds past 24:00": kind_line(tms=86_400_001),
+    "time of day in nanoseconds before midnight": kind_line(tns=-1),
+    "float32 past its range": kind_line(f32=1e39),
+    "int16 past its range": kind_line(small=2**15),
+    "decimal of more than 8 bytes": kind_line(wide=decimal_b64(str(2**64), 0)),
     "logical decoding message": line({**event(), "op": "m"}),
     "unknown op": line({**event(), "op": "x"}),
     "null payload": line(None),
@@ -140,6 +190,10 @@ DECIDED = {
     # As Kafka Connect's JsonConverter writes it: UTF-8, not \u escapes.
     "text beyond ASCII": line(event(name="=t=")).replace("=t=", "Zoë 😀 東京"),
     "an unknown field holding objects": line({**event(), "extra": {"a": [1, {"b": None}]}}),
+    "a value of every other kind": kind_line(),
+    "values of every other kind, below zero": kind_line(
+        ms=-1, ns=-1, tns=999, f32=-0.0, small=-(2**15), tiny=decimal_b64("-99.99999999", 8)
+    ),
     "tombstone": "null",
     "blank line": "",
 }
@@ -284,7 +338,8 @@ def parse_payloads(spark: Any, payloads: list[bytes]) -> list[Any]:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    name = payload_parser(spark, T._parse_datatype_string(PAYLOAD_TYPE))  # type: ignore[arg-type]
+    payload_type = T._parse_datatype_string(PAYLOAD_TYPE)
+    name = jvm_function(spark, "io.cdclake.merge.PayloadParser", payload_type.json())
     frame = spark.createDataFrame([(i, p) for i, p in enumerate(payloads)], "i int, p binary")
     rows = frame.select("i", F.call_function(name, "p").alias("v")).orderBy("i").collect()
     return [r["v"] for r in rows]

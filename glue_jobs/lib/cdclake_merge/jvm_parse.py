@@ -3,10 +3,10 @@
 The JSON converter writes each line of a table version as ``{"schema":S,"payload":P}`` with
 the same ``S``, and ``S`` is most of the line. The driver turns each distinct line *head*
 (``{"schema":S,"payload":``) into a :class:`HeadPlan`: the Spark type the payload's fields
-are read with, and the SQL that decodes each value the way :mod:`cdclake_merge.debezium`
-does. Lines of a planned head have only their payload parsed, by the project's
-``io.cdclake.merge.PayloadParser`` (``jvm/merge``: ``cdclake-merge.jar``, on the local
-session's classpath and shipped with the Glue job), and are decoded without leaving the JVM.
+are read with and how each value decodes, the way :mod:`cdclake_merge.debezium` decodes it.
+Lines of a planned head have only their payload read, checked and decoded, in one call of
+the project's ``io.cdclake.merge.EventDecoder`` (``jvm/merge``: ``cdclake-merge.jar``, on the
+local session's classpath and shipped with the Glue job), without leaving the JVM.
 
 A line is taken here only when every check the Python parser makes is known to hold for it:
 the payload is one JSON value and nothing follows it, every value has its schema's JSON type
@@ -23,12 +23,10 @@ a field the schema declares but the line omits counts as present with null.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
 from py4j.java_gateway import JavaPackage
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -47,9 +45,9 @@ from cdclake_merge.transforms import IMAGE_PREFIX
 
 HEAD_START = '{"schema":'
 HEAD_END = ',"payload":'
-# The payload's parser (jvm/merge), a Spark UDF: bytes in, a struct of the plan's types out,
-# null for any line it is not certain of.
-PARSER_CLASS = "io.cdclake.merge.PayloadParser"
+# The event decoder (jvm/merge), a Spark UDF: a payload's bytes in, the event decoded out, null
+# for any line it is not certain of.
+DECODER_CLASS = "io.cdclake.merge.EventDecoder"
 MAX_PLANS = 32  # distinct heads planned per run; lines of any others go to Python
 # What the JVM decided about a line (a struct column, null where it decided nothing).
 _FAST_FIELDS = (
@@ -66,22 +64,6 @@ _FAST_FIELDS = (
 FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
 # Lines skipped without parsing, with the Python parser's reasons.
 _SKIPPED = {"": "blank line", "null": "tombstone (null value)"}
-_HEX_PLACEHOLDER = UNAVAILABLE.encode().hex()
-_TOAST_TEXT = (UNAVAILABLE, base64.b64encode(UNAVAILABLE.encode()).decode(), _HEX_PLACEHOLDER)
-# A bytes field read as binary: the base64 form decodes to the placeholder itself, the hex
-# form (binary.handling.mode=hex) to what its characters mean as base64.
-_TOAST_BYTES = (UNAVAILABLE.encode(), base64.b64decode(_HEX_PLACEHOLDER))
-_MIN_MICROS = -62135596800 * 1_000_000  # 0001-01-01T00:00:00Z
-_MAX_MICROS = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
-_DAY_MICROS = 86_400_000_000
-_ISO_UTC = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-5][0-9])(\.[0-9]{1,9})?Z$"
-# source.sequence as Debezium writes it, ["<commit LSN>","<LSN>"] (either may be null), in
-# JSON Python reads the same (no leading zeros, no control characters in a string); any
-# other spelling is the Python parser's to judge.
-_SEQUENCE = (
-    r'^\[[ \t\r\n]*(null|"[0-9]{1,18}"|0|[1-9][0-9]{0,17})[ \t\r\n]*,'
-    r'[ \t\r\n]*(null|"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]{0,17}))[ \t\r\n]*\]$'
-)
 _PARSE_TYPES: dict[str, T.DataType] = {
     "int8": T.ShortType(),
     "int16": T.ShortType(),
@@ -118,7 +100,7 @@ class Field:
     name: str
     spark_type: str  # the column's type, as the Python parser reports it
     read_as: T.DataType
-    kind: str  # plain, float, binary, decimal, ts_ms, ts_us, ts_ns, ts_iso, time_*
+    kind: str  # how EventDecoder decodes it: plain, float, binary, decimal, ts_*, time_*
 
 
 @dataclass(frozen=True)
@@ -223,7 +205,7 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     (:func:`image_column`: a struct of the image's raw values, null on other lines).
 
     ``fast.ok`` marks the lines decoded here; every other line keeps only its text, for the
-    Python parser. Each stage is its own projection so that the parser runs once a line.
+    Python parser. Each stage is its own projection so that the decoder runs once a line.
     The images stay typed: written out as JSON text and parsed again, as the Python parser's
     rows are, they cost a million events 6 s of their read and fold (reliability.md).
     """
@@ -253,23 +235,17 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     after_head = text.cast("binary").substr(head_bytes, length)
     cut = staged.select("*", after_head.alias("_rest"))
     spark = lines.sparkSession
-    parsed = cut.select(
-        "*", *[_parse(spark, plan, i).alias(f"_w{i}") for i, plan in enumerate(plans)]
+    decoded = cut.select(
+        "*", *[_decoded(spark, plan, i).alias(f"_e{i}") for i, plan in enumerate(plans)]
     )
-    # Checks and decoding in a projection of their own, compiled: under array_compact (which
-    # Spark only interprets) they would be evaluated row by row by the interpreter, and once
-    # more by every filter on the outcome. Compiled into one method, they would be too large
-    # for the JIT: session.SPARK_CONF's hugeMethodLimit splits them.
-    checks = [_checked(plan, i).alias(f"_e{i}") for i, plan in enumerate(plans)]
-    checked = parsed.select(*where, "text", "_head", *checks)
     outcomes = [_outcome(i) for i in range(len(plans))]
     images = {
-        image_column(i, name): F.when(F.col(f"_e{i}")["ok"], F.col(f"_e{i}")[name])
+        image_column(i, name): F.col(f"_e{i}")[name]
         for i, plan in enumerate(plans)
         for name, image in (("before", plan.before), ("after", plan.after))
         if image is not None
     }
-    decided = checked.select(
+    decided = decoded.select(
         *where,
         "text",
         F.coalesce(skipped, *outcomes).alias("fast"),
@@ -280,9 +256,12 @@ def classify_lines(lines: DataFrame, plans: Sequence[HeadPlan]) -> DataFrame:
     return decided.select(*where, text_left.alias("text"), "fast", *images)
 
 
-def _parse(spark: SparkSession, plan: HeadPlan, i: int) -> Column:
-    """The payload of a line with plan ``i``'s head: a struct, null where the parser is not
-    certain of the line (it is stricter than Spark's ``from_json``: see its class comment)."""
+def _decoded(spark: SparkSession, plan: HeadPlan, i: int) -> Column:
+    """What plan ``i`` makes of a line with its head, decoded by ``DECODER_CLASS``: a struct
+    of its op, order, LSN, source time, TOAST columns and images (the one its op uses, in
+    the canonical form :func:`~cdclake_merge.transforms.decode_events` reads), null where the
+    decoder is not certain of the line (it is stricter than the Python parser: see its class
+    comment)."""
     payload = [
         T.StructField("op", T.StringType()),
         T.StructField(
@@ -299,221 +278,61 @@ def _parse(spark: SparkSession, plan: HeadPlan, i: int) -> Column:
     ]
     for image_name, image in (("before", plan.before), ("after", plan.after)):
         if image is not None:
-            payload.append(
-                T.StructField(
-                    image_name, T.StructType([T.StructField(f.name, f.read_as) for f in image])
-                )
-            )
-    # spark_partition_id() is non-deterministic, so no filter on the outcome is pushed below
-    # this projection: that would copy the parser into every reference to its result.
+            fields = [T.StructField(f.name, f.read_as, metadata=_decoding(f, plan)) for f in image]
+            payload.append(T.StructField(image_name, T.StructType(fields)))
+    decoder = jvm_function(spark, DECODER_CLASS, T.StructType(payload).json(), UNAVAILABLE)
+    # spark_partition_id() is non-deterministic, so the projections that read the outcome
+    # are not merged into this one: that would copy the decoder into every reference to it.
     this_head = (F.col("_head") == i) & (F.spark_partition_id() >= 0)
-    return F.when(this_head, F.call_function(payload_parser(spark, T.StructType(payload)), "_rest"))
+    return F.when(this_head, F.call_function(decoder, "_rest"))
 
 
-def payload_parser(spark: SparkSession, payload: T.StructType) -> str:
-    """The name of the session's function that parses payloads of type ``payload``.
+def _decoding(field: Field, plan: HeadPlan) -> dict[str, object]:
+    """How ``DECODER_CLASS`` decodes ``field``: the metadata of its payload field."""
+    decoding: dict[str, object] = {"kind": field.kind, "key": field.name in plan.key}
+    if field.kind == "decimal":
+        precision, scale = field.spark_type[len("decimal(") : -1].split(",")
+        decoding.update(precision=int(precision), scale=int(scale))
+    return decoding
 
-    One function per type, named by it, so runs of one long-lived session share it.
-    """
-    type_json = payload.json()
-    name = "cdclake_payload_" + hashlib.sha256(type_json.encode()).hexdigest()[:16]
-    parser_class = functools.reduce(getattr, PARSER_CLASS.split("."), spark.sparkContext._jvm)
-    if isinstance(parser_class, JavaPackage):  # py4j's stand-in for a class it cannot find
+
+def jvm_function(spark: SparkSession, class_name: str, *arguments: str) -> str:
+    """The name of the session's function made by the project's UDF ``class_name`` (a class
+    of ``jvm/merge``) from ``arguments``, registered once under that name: runs of one
+    long-lived session share it."""
+    key = "\0".join([class_name, *arguments])
+    simple = class_name.rsplit(".", 1)[-1].lower()
+    name = f"cdclake_{simple}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    udf_class = functools.reduce(getattr, class_name.split("."), spark.sparkContext._jvm)
+    if isinstance(udf_class, JavaPackage):  # py4j's stand-in for a class it cannot find
         raise MissingJars(
-            f"{PARSER_CLASS} is not on the Spark classpath: run `make setup` to build "
+            f"{class_name} is not on the Spark classpath: run `make setup` to build "
             f"jvm/lib/spark/{MERGE_JAR} (the Glue job ships it with --extra-jars)"
         )
-    parser = parser_class(type_json)
-    spark._jsparkSession.udf().register(name, parser, parser.dataType())
+    function = udf_class(*arguments)
+    spark._jsparkSession.udf().register(name, function, function.dataType())
     return name
 
 
-def _checked(plan: HeadPlan, i: int) -> Column:
-    """What plan ``i`` makes of a line with its head: the checks, the order and the
-    images decoded (as structs; the one its op does not use is null)."""
-    p = F.col(f"_w{i}")
-    op, source = p["op"], p["source"]
-    lsn = source["lsn"]
-    rest = F.col("_rest").cast("string")
-    sequence = source["sequence"]
-    no_sequence = sequence.isNull() | (sequence == "")
-    first = F.regexp_extract(sequence, _SEQUENCE, 1)  # "" when the pattern does not match
-    sequence_ok = no_sequence | (first != "")
-    first_lsn = F.translate(first, '"', "")
-    commit = F.when(no_sequence | (first_lsn == "null"), lsn).otherwise(first_lsn.cast("bigint"))
-    ts_usec = source["ts_usec"]
-    source_ts_ms = F.coalesce(source["ts_ms"], _floor_div(ts_usec, 1000))
-    checks = [
-        # Searched with a rare first byte: a quote starts a compare at every key and string.
-        # It finds a little more than it must, which only sends a line to Python.
-        ~rest.contains("__") | _lacks(rest, '"__op"', '"__deleted"', '"__lsn"'),
-        p.isNotNull(),
-        op.isin("c", "u", "d", "r", "t"),
-        lsn >= 0,
-        sequence_ok,
-    ]
-    images: dict[str, Column] = {}
-    toast_names = F.array().cast("array<string>")
-    image_ok = op == "t"  # a truncate has no image
-    for ops, image_name, image in (
-        (("d",), "before", plan.before),
-        (("c", "u", "r"), "after", plan.after),
-    ):
-        if image is None:
-            continue
-        values = [_Value(p[image_name][f.name], f) for f in image]
-        matches = op.isin(*ops)
-        row = F.struct(*[v.raw.alias(v.field.name) for v in values])
-        images[image_name] = F.when(matches, row)
-        toast = F.array(*[F.when(v.toast, F.lit(v.field.name)) for v in values])
-        ok = p[image_name].isNotNull()
-        for v in values:
-            ok = ok & v.ok
-            if v.field.name in plan.key:
-                ok = ok & v.value.isNotNull() & ~v.toast
-        image_ok = F.when(matches, ok).otherwise(image_ok)
-        toast_names = F.when(matches, toast).otherwise(toast_names)
-    ok = F.lit(True)
-    for check in [*checks, image_ok]:
-        ok = ok & F.coalesce(check, F.lit(False))
-    checked = F.struct(
-        ok.alias("ok"),
-        op.alias("op"),
-        F.concat(_padded(commit), _padded(lsn)).alias("order"),
-        lsn.alias("lsn"),
-        source_ts_ms.alias("source_ts_ms"),
-        toast_names.alias("toast"),
-        *[row.alias(name) for name, row in images.items()],
-    )
-    # Not deterministic, so the projection that serialises it is not merged into this one.
-    return F.when((F.col("_head") == i) & (F.spark_partition_id() >= 0), checked)
-
-
 def _outcome(i: int) -> Column:
-    """The ``FAST_TYPE`` outcome of a line with plan ``i``'s head, from :func:`_checked`."""
+    """The ``FAST_TYPE`` outcome of a line with plan ``i``'s head, from :func:`_decoded`."""
     e = F.col(f"_e{i}")
     return F.when(
         F.col("_head") == i,
         _fast_struct(
-            ok=e["ok"],
+            ok=e.isNotNull(),
             kind="event",
             head=F.lit(i),
             op=e["op"],
             order=e["order"],
             lsn=e["lsn"],
             source_ts_ms=e["source_ts_ms"],
-            toast=F.array_compact(e["toast"]),
+            toast=e["toast"],
         ),
     )
-
-
-def _lacks(text: Column, *markers: str) -> Column:
-    lacks = F.lit(True)
-    for marker in markers:
-        lacks = lacks & ~text.contains(marker)
-    return lacks
 
 
 def _fast_struct(*, ok: Column, kind: str, reason: str | None = None, **values: Column) -> Column:
     """A ``FAST_TYPE`` value; fields not given are null."""
     given = {"ok": ok, "kind": F.lit(kind), "reason": F.lit(reason), **values}
     return F.struct(*[given.get(name, F.lit(None)).cast(t).alias(name) for name, t in _FAST_FIELDS])
-
-
-class _Value:
-    """One field of one line: is it a TOAST placeholder, does it decode, its canonical value."""
-
-    def __init__(self, value: Column, field: Field) -> None:
-        self.value, self.field = value, field
-        if isinstance(field.read_as, T.StringType):
-            self.toast = value.isin(*_TOAST_TEXT)
-        elif isinstance(field.read_as, T.BinaryType):
-            self.toast = value.isin(*[F.lit(b) for b in _TOAST_BYTES])
-        else:
-            self.toast = F.lit(False)
-        decoded, valid = _decode(value, field)
-        self.raw = F.when(~self.toast, decoded)
-        self.ok = value.isNull() | self.toast | F.coalesce(valid, F.lit(False))
-
-
-def _decode(v: Column, field: Field) -> tuple[Column, Column]:
-    """(canonical value, whether it decodes) as the Python parser would write it."""
-    kind = field.kind
-    if kind == "float":
-        return v, ~F.isnan(v) & (F.abs(v) != F.lit(float("inf")))
-    if kind == "binary":
-        return F.base64(v), F.lit(True)
-    if kind == "decimal":
-        return _decimal(v, field.spark_type)
-    if kind in ("ts_ms", "ts_us", "ts_ns"):
-        micros = {
-            "ts_ms": v.cast("bigint") * 1000,
-            "ts_us": v.cast("bigint"),
-            "ts_ns": _floor_div(v.cast("bigint"), 1000),
-        }[kind]
-        if kind == "ts_ms":  # checked before multiplying, which could overflow
-            return micros, v.between(_MIN_MICROS // 1000, _MAX_MICROS // 1000)
-        return micros, micros.between(_MIN_MICROS, _MAX_MICROS)
-    if kind == "ts_iso":
-        return _iso_timestamp(v)
-    if kind.startswith("time_"):
-        micros = {
-            "time_ms": v.cast("bigint") * 1000,
-            "time_us": v.cast("bigint"),
-            "time_ns": _floor_div(v.cast("bigint"), 1000),
-        }[kind]
-        if kind == "time_ms":
-            valid = v.between(0, _DAY_MICROS // 1000)
-        else:
-            valid = micros.between(0, _DAY_MICROS)
-        return _time_text(micros), valid
-    return v, F.lit(True)
-
-
-def _decimal(v: Column, spark_type: str) -> tuple[Column, Column]:
-    """Base64 big-endian two's complement → its exact text, for unscaled values of ≤ 8 bytes."""
-    scale = int(spark_type[len("decimal(") : -1].split(",")[1])
-    digits = F.hex(v)
-    negative = (F.length(v) > 0) & (F.substring(digits, 1, 1) >= F.lit("8"))
-    padded = F.when(negative, F.lpad(digits, 16, "F")).otherwise(F.lpad(digits, 16, "0"))
-    unscaled = F.conv(padded, 16, -10).cast("decimal(19,0)")
-    # decimal(19,0) times decimal(s,s) is exact up to scale 18; the cast is null on overflow
-    number = unscaled if scale == 0 else unscaled * F.lit(Decimal(1).scaleb(-scale))
-    value = number.cast(spark_type)
-    if scale > 18:
-        return value.cast("string"), F.lit(False)
-    return value.cast("string"), (F.length(v) <= 8) & value.isNotNull()
-
-
-def _iso_timestamp(v: Column) -> tuple[Column, Column]:
-    """Debezium's ZonedTimestamp in UTC (``...Z``), nanoseconds cut to microseconds.
-
-    Spark's cast reads exactly the text the pattern lets through (it cuts nanoseconds as
-    the Python parser does, and is null on a day or hour that does not exist); year 0,
-    which Python refuses, is refused here. ``make_timestamp`` of the parts gave the same
-    values at an eighth of the read's time: it looks its time zone up again on every row.
-    """
-    valid = v.rlike(_ISO_UTC) & ~v.startswith("0000")
-    micros = F.unix_micros(v.cast("timestamp"))
-    return micros, valid & micros.isNotNull()
-
-
-def _time_text(micros: Column) -> Column:
-    """``HH:MM:SS.ffffff`` of a time of day in µs (0 to 24:00 inclusive, checked before)."""
-    return F.format_string(
-        "%02d:%02d:%02d.%06d",
-        _floor_div(micros, 3_600_000_000),
-        _floor_div(micros, 60_000_000) % 60,
-        _floor_div(micros, 1_000_000) % 60,
-        micros % 1_000_000,
-    )
-
-
-def _floor_div(v: Column, n: int) -> Column:
-    """Python's ``//`` on bigints, exact (``/`` on bigints goes through double)."""
-    exact = v.cast("decimal(20,0)") - F.pmod(v, F.lit(n))
-    return (exact / n).cast("bigint")
-
-
-def _padded(number: Column) -> Column:
-    return F.lpad(number.cast("string"), 20, "0")

@@ -33,7 +33,7 @@ HUDI_BUNDLE = "hudi-spark3.5-bundle_2.12-0.15.0.jar"
 # Built by `make setup` from jvm/local-fs: file:// without a `chmod` process per file written
 # (pyspark has no Hadoop native library; a small Hudi commit forked 120 of them, 0.6 s).
 LOCAL_FS_JAR, LOCAL_FS_CLASS = "cdclake-local-fs.jar", "io.cdclake.local.NioLocalFileSystem"
-# Built by `make setup` from jvm/merge: the payload parser of the JVM parse lane (jvm_parse.py).
+# Built by `make setup` from jvm/merge: the event decoder of the JVM parse lane (jvm_parse.py).
 # The Glue job ships the same file (--extra-jars).
 MERGE_JAR = "cdclake-merge.jar"
 # Spark settings that change what the merge reads or writes, the same on Glue and here. They

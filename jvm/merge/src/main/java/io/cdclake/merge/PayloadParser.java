@@ -58,7 +58,11 @@ public final class PayloadParser implements UDF1<byte[], Row> {
 
   /** {@code schemaJson}: the payload's struct type as Spark writes it ({@code DataType.json}). */
   public PayloadParser(String schemaJson) {
-    this.type = (StructType) DataType.fromJson(schemaJson);
+    this((StructType) DataType.fromJson(schemaJson));
+  }
+
+  PayloadParser(StructType type) {
+    this.type = type;
     this.payload = new Struct(type);
   }
 
