@@ -190,6 +190,9 @@ DECIDED = {
     # As Kafka Connect's JsonConverter writes it: UTF-8, not \u escapes.
     "text beyond ASCII": line(event(name="=t=")).replace("=t=", "Zoë 😀 東京"),
     "an unknown field holding objects": line({**event(), "extra": {"a": [1, {"b": None}]}}),
+    # Python looks for a flattened record's keys among the payload's own keys only.
+    "a flattened record's key below the payload": line({**event(), "extra": {"__op": "u"}}),
+    "a value spelled as a flattened record's key": line(event(name="__op")),
     "a value of every other kind": kind_line(),
     "values of every other kind, below zero": kind_line(
         ms=-1, ns=-1, tns=999, f32=-0.0, small=-(2**15), tiny=decimal_b64("-99.99999999", 8)

@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
@@ -56,8 +57,9 @@ public final class EventDecoder implements UDF1<byte[], Row> {
       Pattern.compile(
           "\\[[ \\t\\r\\n]*(null|\"[0-9]{1,18}\"|0|[1-9][0-9]{0,17})[ \\t\\r\\n]*,"
               + "[ \\t\\r\\n]*(null|\"[^\"\\\\\\x00-\\x1f]*\"|-?(?:0|[1-9][0-9]{0,17}))[ \\t\\r\\n]*\\]");
-  // Keys of a flattened record (ExtractNewRecordState): a payload holding one is Python's.
-  private static final byte[][] MARKERS = {bytes("\"__op\""), bytes("\"__deleted\""), bytes("\"__lsn\"")};
+  // Keys of a flattened record (ExtractNewRecordState), which the Python parser looks for
+  // among the payload's own keys (debezium._parse): a payload holding one is Python's.
+  private static final Set<String> FLATTENED = Set.of("__op", "__deleted", "__lsn");
 
   private final PayloadParser parser;
   private final StructType type;
@@ -77,7 +79,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
    */
   public EventDecoder(String planJson, String placeholder) {
     StructType payload = (StructType) DataType.fromJson(planJson);
-    this.parser = new PayloadParser(payload);
+    this.parser = new PayloadParser(payload, FLATTENED);
     this.toast = new Toast(placeholder);
     this.op = payload.fieldIndex("op");
     this.source = payload.fieldIndex("source");
@@ -111,7 +113,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
 
   @Override
   public Row call(byte[] text) {
-    if (text == null || holdsMarker(text)) {
+    if (text == null) {
       return null;
     }
     Row payload = parser.call(text);
@@ -189,31 +191,6 @@ public final class EventDecoder implements UDF1<byte[], Row> {
       return lsn;
     }
     return Long.parseLong(first.replace("\"", ""));
-  }
-
-  static boolean holdsMarker(byte[] b) {
-    for (int i = 1; i + 1 < b.length; i++) {
-      if (b[i] == '_' && b[i + 1] == '_' && b[i - 1] == '"') {
-        for (byte[] marker : MARKERS) {
-          if (startsWith(b, i - 1, marker)) {
-            return true;
-          }
-        }
-      }
-    }
-    return false;
-  }
-
-  private static boolean startsWith(byte[] b, int at, byte[] prefix) {
-    if (at + prefix.length > b.length) {
-      return false;
-    }
-    for (int k = 0; k < prefix.length; k++) {
-      if (b[at + k] != prefix[k]) {
-        return false;
-      }
-    }
-    return true;
   }
 
   private static byte[] bytes(String s) {

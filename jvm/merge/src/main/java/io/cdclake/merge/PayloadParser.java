@@ -6,8 +6,11 @@ import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.Base64;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -62,8 +65,13 @@ public final class PayloadParser implements UDF1<byte[], Row> {
   }
 
   PayloadParser(StructType type) {
+    this(type, Collections.emptySet());
+  }
+
+  /** {@code refused}: keys that, in the payload's own object, make the line Python's. */
+  PayloadParser(StructType type, Set<String> refused) {
     this.type = type;
-    this.payload = new Struct(type);
+    this.payload = new Struct(type, refused);
   }
 
   public StructType dataType() {
@@ -157,8 +165,10 @@ public final class PayloadParser implements UDF1<byte[], Row> {
     private final DataType[] types;
     private final Struct[] structs;
     private final Map<String, Integer> index = new HashMap<>();
+    private final Set<String> refused;
 
-    Struct(StructType type) {
+    Struct(StructType type, Set<String> refused) {
+      this.refused = new HashSet<>(refused);
       StructField[] fields = type.fields();
       types = new DataType[fields.length];
       structs = new Struct[fields.length];
@@ -166,7 +176,7 @@ public final class PayloadParser implements UDF1<byte[], Row> {
         types[i] = fields[i].dataType();
         index.put(fields[i].name(), i);
         if (types[i] instanceof StructType) {
-          structs[i] = new Struct((StructType) types[i]);
+          structs[i] = new Struct((StructType) types[i], Collections.emptySet());
         }
       }
     }
@@ -177,9 +187,13 @@ public final class PayloadParser implements UDF1<byte[], Row> {
       boolean[] seen = new boolean[types.length];
       JsonToken token;
       while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
-        Integer i = index.get(parser.currentName());
+        String name = parser.currentName();
+        Integer i = index.get(name);
         token = parser.nextToken();
         if (i == null) {
+          if (refused.contains(name)) {
+            return null;
+          }
           if (!skip(parser, token, depth)) {
             return null;
           }
