@@ -50,13 +50,15 @@ public final class EventDecoder implements UDF1<byte[], Row> {
   // Debezium's ZonedTimestamp in UTC; fractions past microseconds are cut, as Python cuts them.
   private static final Pattern ISO_UTC =
       Pattern.compile(
-          "([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-5][0-9])(?:\\.([0-9]{1,9}))?Z");
+          "([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-5][0-9])"
+              + "(?:\\.([0-9]{1,9}))?Z");
   // source.sequence as Debezium writes it, ["<commit LSN>","<LSN>"] (either may be null), in
   // JSON Python reads the same (no leading zeros, no control characters in a string).
   private static final Pattern SEQUENCE =
       Pattern.compile(
           "\\[[ \\t\\r\\n]*(null|\"[0-9]{1,18}\"|0|[1-9][0-9]{0,17})[ \\t\\r\\n]*,"
-              + "[ \\t\\r\\n]*(null|\"[^\"\\\\\\x00-\\x1f]*\"|-?(?:0|[1-9][0-9]{0,17}))[ \\t\\r\\n]*\\]");
+              + "[ \\t\\r\\n]*(null|\"[^\"\\\\\\x00-\\x1f]*\"|-?(?:0|[1-9][0-9]{0,17}))"
+              + "[ \\t\\r\\n]*\\]");
   // Keys of a flattened record (ExtractNewRecordState), which the Python parser looks for
   // among the payload's own keys (debezium._parse): a payload holding one is Python's.
   private static final Set<String> FLATTENED = Set.of("__op", "__deleted", "__lsn");
@@ -356,7 +358,8 @@ public final class EventDecoder implements UDF1<byte[], Row> {
         case TIME_US:
           return timeText(inRange(((Number) v).longValue(), 0, DAY_MICROS, 1));
         case TIME_NS:
-          return timeText(inRange(Math.floorDiv(((Number) v).longValue(), 1000L), 0, DAY_MICROS, 1));
+          long micros = Math.floorDiv(((Number) v).longValue(), 1000L);
+          return timeText(inRange(micros, 0, DAY_MICROS, 1));
         default:
           return null;
       }
@@ -407,7 +410,8 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     }
     long day;
     try {
-      day = LocalDate.of(year, Integer.parseInt(m.group(2)), Integer.parseInt(m.group(3))).toEpochDay();
+      int month = Integer.parseInt(m.group(2));
+      day = LocalDate.of(year, month, Integer.parseInt(m.group(3))).toEpochDay();
     } catch (DateTimeException e) {
       return null;
     }
