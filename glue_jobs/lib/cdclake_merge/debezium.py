@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from cdclake_merge.schema import decimal_parts
+
 try:
     import orjson as _orjson
 except ImportError:  # a host without it: the standard library, held to orjson's rules
@@ -182,7 +184,6 @@ _MAX_MICROS = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_DECIMAL_TYPE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 # Microsecond magnitude from which a schemaless integer timestamp is read as µs, not ms.
 MICROS_THRESHOLD = 10**14
 
@@ -643,10 +644,10 @@ def _decode_inferred(value: Any, spark_type: str) -> Any:
 
 
 def _check_decimal(number: Decimal, spark_type: str) -> str:
-    match = _DECIMAL_TYPE.match(spark_type)
-    if match is None:
+    parts = decimal_parts(spark_type)
+    if parts is None:
         return format(number, "f")
-    precision, scale = int(match.group(1)), int(match.group(2))
+    precision, scale = parts
     try:
         quantized = number.quantize(Decimal(1).scaleb(-scale))
     except InvalidOperation:
@@ -703,8 +704,7 @@ def _decode_decimal_configured(value: Any, spark_type: str) -> str:
     if isinstance(value, str):
         if _NUMBER.match(value):
             return _check_decimal(Decimal(value), spark_type)
-        match = _DECIMAL_TYPE.match(spark_type)
-        scale = int(match.group(2)) if match else 0
+        scale = (decimal_parts(spark_type) or (0, 0))[1]
         return _check_decimal(Decimal(_unscaled(value)).scaleb(-scale), spark_type)
     raise BadRecord(f"expected a decimal, got {value!r}")
 

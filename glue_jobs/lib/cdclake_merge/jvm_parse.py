@@ -40,6 +40,7 @@ from cdclake_merge.debezium import (
     loads,
     schema_decoder,
 )
+from cdclake_merge.schema import decimal_parts
 from cdclake_merge.session import MERGE_JAR, MissingJars
 from cdclake_merge.transforms import IMAGE_PREFIX
 
@@ -184,7 +185,7 @@ def _plan_field(name: str, schema_field: dict[str, object], spec: TableSpec) -> 
     kind = _KINDS.get(str(logical), "plain") if logical is not None else "plain"
     if read_as is None or logical == "io.debezium.data.VariableScaleDecimal":
         return None  # nested values and variable-scale decimals: Python's job
-    if kind == "decimal" and not spark_type.startswith("decimal"):
+    if kind == "decimal" and decimal_parts(spark_type) is None:
         return None  # wider than Spark's decimals: kept as text by Python
     if kind == "plain":
         if isinstance(read_as, T.FloatType | T.DoubleType):
@@ -290,16 +291,16 @@ def _decoded(spark: SparkSession, plan: HeadPlan, i: int) -> Column:
 def _decoding(field: Field, plan: HeadPlan) -> dict[str, object]:
     """How ``DECODER_CLASS`` decodes ``field``: the metadata of its payload field."""
     decoding: dict[str, object] = {"kind": field.kind, "key": field.name in plan.key}
-    if field.kind == "decimal":
-        precision, scale = field.spark_type[len("decimal(") : -1].split(",")
-        decoding.update(precision=int(precision), scale=int(scale))
+    parts = decimal_parts(field.spark_type) if field.kind == "decimal" else None
+    if parts is not None:
+        decoding.update(precision=parts[0], scale=parts[1])
     return decoding
 
 
 def jvm_function(spark: SparkSession, class_name: str, *arguments: str) -> str:
     """The name of the session's function made by the project's UDF ``class_name`` (a class
-    of ``jvm/merge``) from ``arguments``, registered once under that name: runs of one
-    long-lived session share it."""
+    of ``jvm/merge``) from ``arguments``: named by both, so that each run of a long-lived
+    session registers the same function under the same name instead of adding one."""
     key = "\0".join([class_name, *arguments])
     simple = class_name.rsplit(".", 1)[-1].lower()
     name = f"cdclake_{simple}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"

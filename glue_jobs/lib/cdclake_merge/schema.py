@@ -25,7 +25,8 @@ class SchemaChangeError(ValueError):
     """An incompatible type change; the run commits nothing."""
 
 
-def _decimal(spark_type: str) -> tuple[int, int] | None:
+def decimal_parts(spark_type: str) -> tuple[int, int] | None:
+    """(precision, scale) of a ``decimal(p,s)`` type, None for any other type."""
     match = _DECIMAL.match(spark_type)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
@@ -42,7 +43,7 @@ def widen(table: str, column: str, current: str, incoming: str) -> str:
         return max(current, incoming, key=_FLOATS.__getitem__)
     if {current, incoming} <= set(_INTS) | set(_FLOATS):
         return "double"
-    left, right = _decimal(current), _decimal(incoming)
+    left, right = decimal_parts(current), decimal_parts(incoming)
     if left and right:
         scale = max(left[1], right[1])
         integer_digits = max(left[0] - left[1], right[0] - right[1])

@@ -73,6 +73,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
   private final int microsAt;
   private final Image before;
   private final Image after;
+  private final Image[] images; // those planned, in the order of the output's fields
   private final Toast toast;
 
   /**
@@ -93,6 +94,8 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     List<String> names = Arrays.asList(payload.fieldNames());
     this.before = names.contains("before") ? new Image(payload, "before") : null;
     this.after = names.contains("after") ? new Image(payload, "after") : null;
+    this.images =
+        Arrays.stream(new Image[] {before, after}).filter(i -> i != null).toArray(Image[]::new);
     StructType out =
         new StructType()
             .add("op", DataTypes.StringType)
@@ -100,10 +103,8 @@ public final class EventDecoder implements UDF1<byte[], Row> {
             .add("lsn", DataTypes.LongType)
             .add("source_ts_ms", DataTypes.LongType)
             .add("toast", ArrayType.apply(DataTypes.StringType));
-    for (Image image : new Image[] {before, after}) {
-      if (image != null) {
-        out = out.add(image.name, image.type);
-      }
+    for (Image image : images) {
+      out = out.add(image.name, image.type);
     }
     this.type = out;
   }
@@ -136,7 +137,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     if (sourceMillis == null && !src.isNullAt(microsAt)) {
       sourceMillis = Math.floorDiv(src.getLong(microsAt), 1000L);
     }
-    Image image;
+    Image image; // the one the op uses; a truncate uses none
     switch (kind) {
       case "t":
         image = null;
@@ -152,13 +153,10 @@ public final class EventDecoder implements UDF1<byte[], Row> {
       default:
         return null;
     }
-    if (image == null && !kind.equals("t")) {
-      return null;
-    }
     List<String> toastNames = new ArrayList<>();
     Row decoded = null;
-    if (image != null) {
-      Row values = payload.getStruct(image.index);
+    if (!kind.equals("t")) {
+      Row values = image == null ? null : payload.getStruct(image.index);
       decoded = values == null ? null : image.decode(values, toast, toastNames);
       if (decoded == null) {
         return null;
@@ -170,11 +168,8 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     out[2] = lsn;
     out[3] = sourceMillis;
     out[4] = toastNames;
-    int next = 5;
-    for (Image planned : new Image[] {before, after}) {
-      if (planned != null) {
-        out[next++] = planned == image ? decoded : null;
-      }
+    for (int k = 0; k < images.length; k++) {
+      out[5 + k] = images[k] == image ? decoded : null;
     }
     return RowFactory.create(out);
   }

@@ -61,11 +61,7 @@ public final class PayloadParser implements UDF1<byte[], Row> {
 
   /** {@code schemaJson}: the payload's struct type as Spark writes it ({@code DataType.json}). */
   public PayloadParser(String schemaJson) {
-    this((StructType) DataType.fromJson(schemaJson));
-  }
-
-  PayloadParser(StructType type) {
-    this(type, Collections.emptySet());
+    this((StructType) DataType.fromJson(schemaJson), Collections.emptySet());
   }
 
   /** {@code refused}: keys that, in the payload's own object, make the line Python's. */
