@@ -16,6 +16,7 @@ from cdclake_merge.jvm_parse import (
     HEAD_END,
     classify_lines,
     heads_in,
+    image_column,
     jvm_function,
     plan_head,
     plan_heads,
@@ -279,6 +280,14 @@ def test_classify_lines_two_schemas_in_one_file_each_cut_at_its_own_head(spark) 
     python = parsed_in_python(lines_frame(spark, texts), SPEC).collect()
     assert classified.where("fast.ok").count() == 3
     assert outcome_rows(fast) == outcome_rows(python)
+
+
+def test_classify_lines_image_its_op_does_not_use_is_null(spark) -> None:  # type: ignore[no-untyped-def]
+    # Only the image an event's op uses is kept: the run caches every decided line's images.
+    classified, _ = run_composition(spark, [DECIDED["update"], DECIDED["delete"]])
+    rows = classified.orderBy("_row").collect()
+    before, after = image_column(0, "before"), image_column(0, "after")
+    assert [(r[before] is None, r[after] is None) for r in rows] == [(True, False), (False, True)]
 
 
 def test_parse_undecided_lines_parsed_in_python_numbered_in_their_file(edge_cases) -> None:  # type: ignore[no-untyped-def]
