@@ -261,12 +261,9 @@ def _env_target(env: str, source_table: str) -> Any:
 
     On AWS the table's Glue job carries the same values as its default arguments.
     """
-    from cdclake.config import ConfigError, load_config
+    from cdclake.config import load_config
 
-    try:
-        config = load_config(env)
-    except ConfigError as exc:
-        _fail(str(exc).splitlines()[0], 2)
+    config = load_config(env)  # a ConfigError is the error boundary's (errors.describe)
     if env != "local":
         try:
             job = config.lake_table(source_table).merge_job_name(config.prefix)

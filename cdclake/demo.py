@@ -12,11 +12,14 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from cdclake.local.stack import LocalStack
 
 TABLES = ("public.customers", "public.orders")
 SCHEMA = (
@@ -30,11 +33,21 @@ CATCH_UP_SECONDS = 180
 
 def run_pipeline_demo(workdir: Path, *, seed: int, console: Console) -> bool:
     """True when every table's lake rows equal its source rows."""
+    from cdclake.local.processes import terminated_as_interrupt
     from cdclake.local.stack import LocalStack
 
     os.environ["CDCLAKE_LOCAL_DIR"] = str(workdir / "stack")
     stack = LocalStack(env="local")
     stack.down(purge=True)  # a demo starts from an empty database and an empty lake
+    with terminated_as_interrupt():
+        reports = _run_on(stack, seed=seed, console=console)
+    _print(console, reports)
+    console.print(f"the Hudi tables stay in {stack.root / 'warehouse'}")
+    return all(report.equal for report, _ in reports.values())
+
+
+def _run_on(stack: LocalStack, *, seed: int, console: Console) -> dict[str, tuple[Any, list[Any]]]:
+    """Starts ``stack``, captures and merges the workload, and stops it however this ends."""
     try:
         with console.status("starting PostgreSQL, Kafka, Kafka Connect and S3 (moto)") as status:
             stack.up(timeout=300, progress=lambda step: status.update(step))
@@ -48,13 +61,10 @@ def run_pipeline_demo(workdir: Path, *, seed: int, console: Console) -> bool:
         console.print(
             "workload: " + ", ".join(f"{n} {what}" for what, n in counts.items()), highlight=False
         )
-        reports = _merge_until_equal(console)
+        return _merge_until_equal(console)
     finally:
         with console.status("stopping the local stack"):
             stack.down()
-    _print(console, reports)
-    console.print(f"the Hudi tables stay in {stack.root / 'warehouse'}")
-    return all(report.equal for report, _ in reports.values())
 
 
 def _workload_before_capture(conn: Any, rng: random.Random) -> None:

@@ -66,7 +66,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     from cdclake_merge.session import MissingJars  # imports no Spark
 
     if isinstance(exc, ConfigError):
-        return _one_line(str(exc).splitlines()[0]), USAGE
+        return _one_line(str(exc)), USAGE
     if isinstance(exc, StackError):
         return _one_line(str(exc)), FAILURE
     if isinstance(exc, MissingJars):

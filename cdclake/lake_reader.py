@@ -137,14 +137,6 @@ def iter_live_rows(
     yield from rows_from_batches(batches, key, columns)
 
 
-def live_rows_as_json(
-    table_path: str, key: Sequence[str], columns: Sequence[tuple[str, str]]
-) -> Iterator[str]:
-    """The same lines :func:`cdclake_merge.export.rows_as_json` writes for this table."""
-    for row in iter_live_rows(table_path, key, columns):
-        yield json.dumps(row, separators=(",", ":"))
-
-
 def rows_from_batches(
     batches: Sequence[Any], key: Sequence[str], columns: Sequence[tuple[str, str]]
 ) -> list[dict[str, Any]]:

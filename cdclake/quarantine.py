@@ -163,13 +163,10 @@ def resolve(
     env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
 ) -> tuple[LakePlace, Any]:
     """The table of ``env`` and, on AWS, a Glue client of its region (None locally)."""
-    from cdclake.config import ConfigError, load_config
+    from cdclake.config import load_config
     from cdclake.ops import aws_place, local_place
 
-    try:
-        config = load_config(env, path=config_file, config_dir=config_dir)
-    except ConfigError as exc:
-        _fail(str(exc).splitlines()[0], 2)
+    config = load_config(env, path=config_file, config_dir=config_dir)  # errors.describe's
     if config.env != env:
         _fail(f"--config {config_file} is for environment {config.env}, not {env}", 2)
     try:

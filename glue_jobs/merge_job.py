@@ -46,7 +46,7 @@ ARGUMENTS = (
     "mode",
 )
 MODES = ("merge", "replay")
-# Without --environment the run publishes no metrics (a laptop run, an older job definition).
+# Without --environment the run publishes no metrics (a run by hand).
 # Without --mode it merges: job definitions never pass it; `cdclake quarantine replay` starts
 # a run with `--mode replay`.
 OPTIONAL = {
@@ -106,14 +106,14 @@ def merge_options(args: dict[str, str]) -> Any:
         key=tuple(k for k in args["record_key"].split(",") if k),
         changes=args["changes_path"],
         max_bad_fraction=float(args["max_bad_fraction"]),
-        column_types=dict(json.loads(args.get("column_types") or "{}")),
-        exclude_columns=frozenset(c for c in args.get("exclude_columns", "").split(",") if c),
+        column_types=dict(json.loads(args["column_types"] or "{}")),
+        exclude_columns=frozenset(c for c in args["exclude_columns"].split(",") if c),
         max_files=_positive(args, "max_files_per_run"),
         max_bytes=_positive(args, "max_bytes_per_run"),
-        # An older job definition has no retention argument: the library's default then.
+        # Job definitions always pass it; a run by hand without it keeps the library's default.
         **(
             {"tombstone_retention_days": float(args["tombstone_retention_days"])}
-            if args.get("tombstone_retention_days")
+            if args["tombstone_retention_days"]
             else {}
         ),
     )
@@ -139,8 +139,8 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
         key=options.key,
         fs=filesystem_for(args["warehouse_path"], spark),
         spark_factory=lambda: spark,
-        partition_fields=[p for p in args.get("partition_fields", "").split(",") if p],
-        table_type=args.get("table_type", "COPY_ON_WRITE"),
+        partition_fields=[p for p in args["partition_fields"].split(",") if p],
+        table_type=args["table_type"],
         quarantine_root=args["quarantine_path"],
     )
 
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
     from cdclake_merge.storage import filesystem_for
 
     args = parse_arguments(argv)
-    mode = args.get("mode") or "merge"
+    mode = args["mode"]
     if mode not in MODES:
         print(f"cdclake: --mode must be merge or replay, not {mode!r}", file=sys.stderr)
         return 2

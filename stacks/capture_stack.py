@@ -33,7 +33,6 @@ class CaptureStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
 
-        # The brokers.
         self.kafka = KafkaCluster(self, "Kafka", config=config, vpc=vpc)
         self.msk_cluster = self.kafka.cluster
 

@@ -18,10 +18,9 @@ from stacks.components.replication_bootstrap import ReplicationBootstrap
 class DatabaseStack(cdk.Stack):
     """The source database, ready for Debezium, with alarms and operator access.
 
-    Other stacks connect with ``replication_secret`` and open ingress themselves, e.g.
-    ``database.cluster.connections.allow_default_port_from(my_security_group)`` or rules on
-    ``cluster.connections.security_groups``: CDK places such a rule in the depending stack,
-    so there is no cycle back to this one.
+    Other stacks connect with ``replication_secret`` and open ingress themselves with
+    ``database_access.allow_database_from``: its rules live in the depending stack (a remote
+    rule), so there is no cycle back to this one.
     """
 
     def __init__(

@@ -100,7 +100,6 @@ class FanOutStack(cdk.Stack):
         )
         self.event_bus = self.change_bus.bus
 
-        # The fan-out Lambda.
         self.fanout = FanOut(
             self,
             "FanOut",
@@ -125,11 +124,12 @@ class FanOutStack(cdk.Stack):
             retain=retain,
         )
 
-        # Whatever the fan-out gave up on pages, on the environment's one alarm topic.
+        # What the fan-out gave up on, and where it or a consumer falls behind, pages on the
+        # environment's one alarm topic: a stalled consumer must page before its messages expire.
         page = cw_actions.SnsAction(database.alarm_topic)
         for alarm in (
             self.fanout.failure_alarm,
-            *(c.dead_letter_alarm for c in self.event_consumers.consumers.values()),
-            *(c.delivery_dead_letter_alarm for c in self.event_consumers.consumers.values()),
+            self.fanout.iterator_age_alarm,
+            *(a for c in self.event_consumers.consumers.values() for a in c.alarms),
         ):
             alarm.add_alarm_action(page)

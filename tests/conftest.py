@@ -265,6 +265,21 @@ def worker_group(nodeid: str) -> str:
     return str(path.parent if (ROOT / "tests" / area / "conftest.py").is_file() else path)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Iterator[None]:
+    """A run cancelled by ``kill`` (CI's time limit) stops as Ctrl-C does: the session's
+    fixtures are torn down, so the local stacks they started do not outlive it."""
+    import threading
+
+    from cdclake.local.processes import terminated_as_interrupt
+
+    if threading.current_thread() is not threading.main_thread():  # signals are main's only
+        yield
+        return
+    with terminated_as_interrupt():
+        yield
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` (as ``make unit`` runs) with :func:`worker_group`'s groups.

@@ -198,11 +198,10 @@ class ConnectClient:
                 return str(part.get("trace", "FAILED"))[:4000]
         return None
 
-    def restart(self, name: str, *, only_failed: bool = False) -> None:
-        """Restart the connector and its tasks (all of them unless ``only_failed``)."""
-        flag = "true" if only_failed else "false"
+    def restart(self, name: str) -> None:
+        """Restart the connector and all its tasks."""
         requests.post(
-            f"{self.url}/connectors/{name}/restart?includeTasks=true&onlyFailed={flag}", timeout=30
+            f"{self.url}/connectors/{name}/restart?includeTasks=true&onlyFailed=false", timeout=30
         ).raise_for_status()
 
 

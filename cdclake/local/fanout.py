@@ -147,6 +147,7 @@ def server_overrides(config: EnvironmentConfig) -> dict[str, str]:
         "DEBEZIUM_SOURCE_OFFSET_STORAGE_FILE_FILENAME": "offsets path (state folder, not EFS)",
         "DEBEZIUM_SINK_KINESIS_ENDPOINT": "endpoint (moto; added)",
         "QUARKUS_HTTP_PORT": "endpoint (a free port; the task's is 8080)",
+        "QUARKUS_HTTP_HOST": "endpoint (127.0.0.1; added: Quarkus listens on every interface)",
     }
     for index in range(len(config.fanout_tables)):
         overrides[f"DEBEZIUM_TRANSFORMS_STREAM{index}_REPLACEMENT"] = (
@@ -186,6 +187,7 @@ def server_environment(config: EnvironmentConfig, endpoints: ServerEndpoints) ->
     env["DEBEZIUM_SOURCE_DATABASE_SSLMODE"] = "disable"
     env["DEBEZIUM_SINK_KINESIS_ENDPOINT"] = endpoints.aws_endpoint
     env["QUARKUS_HTTP_PORT"] = str(endpoints.http_port)
+    env["QUARKUS_HTTP_HOST"] = "127.0.0.1"
     return env
 
 

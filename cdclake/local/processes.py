@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,23 @@ def _forget(popen: subprocess.Popen[bytes]) -> None:
     popen.returncode = 0
 
 
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Within it, SIGTERM and SIGHUP end this process as Ctrl-C does (KeyboardInterrupt).
+
+    The stack's processes are session leaders, so nothing stops them when their starter is
+    killed; a demo or a test run cancelled by ``kill`` or by CI must still run the ``finally``
+    blocks that stop them. Python's default for SIGTERM ends the process without any.
+    """
+    caught = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in caught}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def log_tail(path: Path, *, lines: int) -> str:
     """The last ``lines`` lines of a log, or a note saying why there are none."""
     try:
@@ -196,19 +213,25 @@ def wait_for(
     proc: Tracked | None = None,
     interval: float = 0.5,
 ) -> None:
-    """Poll ``check`` until true; fail early when ``proc`` died, pointing at its log."""
+    """Poll ``check`` until true; fail early when ``proc`` died, pointing at its log.
+
+    A check that raises counts as not yet (a port not open yet refuses); on timeout its last
+    error is part of the message, as a login or protocol error is the answer then.
+    """
     deadline = time.monotonic() + timeout
+    last: Exception | None = None
     while True:
         try:
             if check():
                 return
-        except Exception:
-            pass
+        except Exception as exc:
+            last = exc
         if proc is not None and not is_running(proc):
             raise ProcessExited(proc, what)
         if time.monotonic() > deadline:
             hint = f"; see {proc.log}" if proc is not None else ""
-            raise StackError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+            cause = f" (last check: {type(last).__name__}: {last})" if last is not None else ""
+            raise StackError(f"timed out after {timeout:.0f}s waiting for {what}{cause}{hint}")
         time.sleep(interval)
 
 

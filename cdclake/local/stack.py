@@ -281,7 +281,7 @@ class LocalStack:
         proc = processes.spawn(
             "moto",
             [
-                os.environ.get("CDCLAKE_PYTHON", _python()),
+                sys.executable,
                 "-m",
                 "moto.server",
                 "-H",
@@ -327,7 +327,7 @@ class LocalStack:
         if not (data / "PG_VERSION").exists():
             # Local connections and the superuser over TCP are trusted (127.0.0.1 only); every
             # other role logs in with a password, as Debezium does against Aurora.
-            subprocess.run(
+            initdb = subprocess.run(
                 [
                     str(bindir / "initdb"),
                     "-D",
@@ -340,11 +340,14 @@ class LocalStack:
                     "--auth-host=scram-sha-256",
                     "--no-instructions",
                 ],
-                check=True,
+                check=False,
                 user=user,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
+                text=True,
             )
+            if initdb.returncode != 0:
+                raise StackError(f"initdb could not create {data}:\n{initdb.stderr}")
             hba = data / "pg_hba.conf"
             hba.write_text(
                 f"local all all trust\n"
@@ -759,7 +762,3 @@ def _safe(check: Callable[[], bool]) -> bool:
         raise
     except Exception:
         return False
-
-
-def _python() -> str:
-    return sys.executable

@@ -1,7 +1,7 @@
 """CDK Provider-framework handler for the replication bootstrap custom resource.
 
-``on_event`` dispatches to plain ``create``/``update``/``delete`` functions that tests call
-directly with their own ``read_secret`` and ``connect``. The SQL lives in :mod:`sql`.
+``on_event`` dispatches to plain ``create``/``update``/``delete`` functions, which reach the
+database through ``read_secret`` and ``connect``. The SQL lives in :mod:`sql`.
 
 Resource properties: ``Spec`` (JSON of :class:`sql.BootstrapSpec`), ``Database``,
 ``MasterSecretArn`` and ``ReplicationSecretArn``. Passwords are read from Secrets Manager at
@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import ssl
-from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -52,10 +51,6 @@ LOG.setLevel(logging.INFO)
 # No service dimension: alarms match exactly {Environment}.
 metrics = Metrics(namespace="CdcLake")
 SNAPSHOT_SIGNAL = "Custom::SnapshotSignal"
-
-SecretReader = Callable[[str], dict[str, Any]]
-# (secret JSON, database name) -> open connection
-Connector = Callable[[dict[str, Any], str], Connection]
 
 
 def read_secret(arn: str) -> dict[str, Any]:
@@ -97,7 +92,7 @@ def connect(secret: dict[str, Any], database: str) -> Connection:
     )
 
 
-def _can_login(secret: dict[str, Any], database: str, connect: Connector) -> bool:
+def _can_login(secret: dict[str, Any], database: str) -> bool:
     try:
         connect(secret, database).close()
     except (InterfaceError, DatabaseError) as exc:
@@ -114,8 +109,6 @@ def _run(
     props: dict[str, Any],
     *,
     removed_tables: list[str],
-    read_secret: SecretReader,
-    connect: Connector,
     signal_joined: bool = False,
 ) -> dict[str, Any]:
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
@@ -123,7 +116,7 @@ def _run(
     master = read_secret(props["MasterSecretArn"])
     replication = read_secret(props["ReplicationSecretArn"])
     login = {**master, "username": spec.replication_user, "password": replication["password"]}
-    works = _can_login(login, database, connect)
+    works = _can_login(login, database)
     conn = connect(master, database)
     try:
         result = bootstrap(
@@ -168,53 +161,29 @@ def _run(
     }
 
 
-def create(
-    props: dict[str, Any],
-    *,
-    read_secret: SecretReader = read_secret,
-    connect: Connector = connect,
-) -> dict[str, Any]:
-    return _run(props, removed_tables=[], read_secret=read_secret, connect=connect)
+def create(props: dict[str, Any]) -> dict[str, Any]:
+    return _run(props, removed_tables=[])
 
 
-def reconcile(
-    props: dict[str, Any],
-    *,
-    read_secret: SecretReader = read_secret,
-    connect: Connector = connect,
-) -> dict[str, Any]:
+def reconcile(props: dict[str, Any]) -> dict[str, Any]:
     """Same as create, and tables that joined the publication are signalled for a snapshot.
 
     A CloudFormation create or update does not signal: on a deploy the connectors may not yet
     include a new table (the capture stack's ``Custom::SnapshotSignal`` signals after them).
     Between deploys the connectors already include every configured table.
     """
-    return _run(
-        props, removed_tables=[], read_secret=read_secret, connect=connect, signal_joined=True
-    )
+    return _run(props, removed_tables=[], signal_joined=True)
 
 
-def update(
-    props: dict[str, Any],
-    old_props: dict[str, Any],
-    *,
-    read_secret: SecretReader = read_secret,
-    connect: Connector = connect,
-) -> dict[str, Any]:
+def update(props: dict[str, Any], old_props: dict[str, Any]) -> dict[str, Any]:
     """Same as create, and SELECT is revoked on tables that left the configuration."""
     new = {t["name"] for t in json.loads(props["Spec"])["tables"]}
     old = [t["name"] for t in json.loads(old_props.get("Spec", '{"tables": []}'))["tables"]]
     removed = [name for name in old if name not in new]
-    return _run(props, removed_tables=removed, read_secret=read_secret, connect=connect)
+    return _run(props, removed_tables=removed)
 
 
-def delete(
-    props: dict[str, Any],
-    physical_id: str,
-    *,
-    read_secret: SecretReader = read_secret,
-    connect: Connector = connect,
-) -> dict[str, Any]:
+def delete(props: dict[str, Any], physical_id: str) -> dict[str, Any]:
     """Keep data objects unless the spec says ``drop_objects_on_delete``."""
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
     if not spec.drop_objects_on_delete:
@@ -229,13 +198,7 @@ def delete(
     return {"PhysicalResourceId": physical_id}
 
 
-def signal_new_tables(
-    props: dict[str, Any],
-    old_props: dict[str, Any],
-    *,
-    read_secret: SecretReader = read_secret,
-    connect: Connector = connect,
-) -> dict[str, Any]:
+def signal_new_tables(props: dict[str, Any], old_props: dict[str, Any]) -> dict[str, Any]:
     """Signal an incremental snapshot of the lake tables this update added and the publication
     holds: rows written before they joined were never streamed. Tables still missing from the
     database are left to the MissingTables alarm and the runbook (docs/operations.md)."""
@@ -279,7 +242,5 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if request == "Delete":
         return delete(event["ResourceProperties"], event["PhysicalResourceId"])
     if request == "Reconcile":
-        props = json.loads(os.environ["BOOTSTRAP_PROPERTIES"])
-        # Looked up at call time (not bound as defaults), so a test can stand in a database.
-        return reconcile(props, read_secret=read_secret, connect=connect)
+        return reconcile(json.loads(os.environ["BOOTSTRAP_PROPERTIES"]))
     raise ValueError(f"unknown request type {request!r}")

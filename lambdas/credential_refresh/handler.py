@@ -13,6 +13,9 @@ Offsets are kept by both, so nothing is read twice beyond the usual at-least-onc
 Connectors are found by their fixed names when the event arrives (ListConnectors): an ARN
 changes whenever a connector is replaced, and between the two deploys of an upgrade there is
 none, which is skipped with a warning (the recreated connector reads the current password).
+A restart that fails (a connector mid-update refuses one) does not keep the others from theirs:
+each is tried, and the invocation fails afterwards naming what did not restart: Lambda retries it
+(restarting all again), then keeps its event in the dead-letter queue, whose alarm pages.
 
 Environment: ``CONNECTOR_NAMES`` (JSON list) and ``ECS_SERVICES`` (JSON list of
 ``{"cluster": ..., "service": ...}``).
@@ -63,25 +66,52 @@ def redeploy_service(client: Any, cluster: str, service: str) -> None:
     client.update_service(cluster=cluster, service=service, forceNewDeployment=True)
 
 
+class RefreshFailed(RuntimeError):
+    """Some captures were not restarted; the message names each and why."""
+
+
+def refresh(
+    kafkaconnect: Any, ecs: Any, names: list[str], services: list[dict[str, str]], marker: str
+) -> dict[str, int]:
+    """Restart each connector of ``names`` and redeploy each of ``services``, every one tried.
+
+    Returns how many were restarted and redeployed; raises :class:`RefreshFailed` after the
+    last when any failed.
+    """
+    failed: list[str] = []
+    restarted = redeployed = 0
+    arns = connector_arns(kafkaconnect, names) if names else {}
+    for name in names:
+        if name not in arns:
+            logger.warning("connector not found, nothing to restart", extra={"connector": name})
+            continue
+        try:
+            restart_connector(kafkaconnect, arns[name], marker)
+        except Exception as exc:
+            logger.exception("connector not restarted", extra={"connector": name})
+            failed.append(f"connector {name}: {exc}")
+            continue
+        restarted += 1
+        logger.info("connector restarted for the rotated password", extra={"connector": name})
+    for target in services:
+        try:
+            redeploy_service(ecs, target["cluster"], target["service"])
+        except Exception as exc:
+            logger.exception("service not redeployed", extra=target)
+            failed.append(f"service {target['cluster']}/{target['service']}: {exc}")
+            continue
+        redeployed += 1
+        logger.info("service redeployed for the rotated password", extra=target)
+    if failed:
+        raise RefreshFailed(f"{len(failed)} not restarted: " + "; ".join(failed))
+    return {"connectors": restarted, "services": redeployed}
+
+
 @event_source(data_class=EventBridgeEvent)
 @logger.inject_lambda_context
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, int]:
     names: list[str] = json.loads(os.environ["CONNECTOR_NAMES"])
     services: list[dict[str, str]] = json.loads(os.environ["ECS_SERVICES"])
-    restarted = 0
-    if names:
-        kafkaconnect = boto3.client("kafkaconnect")
-        arns = connector_arns(kafkaconnect, names)
-        for name in names:
-            if name not in arns:
-                logger.warning("connector not found, nothing to restart", extra={"connector": name})
-                continue
-            restart_connector(kafkaconnect, arns[name], event.time)
-            restarted += 1
-            logger.info("connector restarted for the rotated password", extra={"connector": name})
-    if services:
-        ecs = boto3.client("ecs")
-        for target in services:
-            redeploy_service(ecs, target["cluster"], target["service"])
-            logger.info("service redeployed for the rotated password", extra=target)
-    return {"connectors": restarted, "services": len(services)}
+    kafkaconnect = boto3.client("kafkaconnect") if names else None
+    ecs = boto3.client("ecs") if services else None
+    return refresh(kafkaconnect, ecs, names, services, event.time)

@@ -10,7 +10,6 @@ dead-letter queue that pages: a lost one leaves both captures on a dead password
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
@@ -27,7 +26,6 @@ from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
 
-CODE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "credential_refresh"
 RETRIES = 2  # the rule target's and the function's own (asynchronous invocation)
 
 

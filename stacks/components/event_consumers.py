@@ -23,7 +23,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cdclake.config import ConsumerConfig, FanOutConfig, HttpTarget, TableConfig
+from cdclake.config import ConfigError, ConsumerConfig, FanOutConfig, HttpTarget, TableConfig
 from stacks.components.dead_letters import DEAD_LETTER_RETENTION, dead_letter_queue
 
 API_KEY_HEADER = "x-api-key"
@@ -55,7 +55,7 @@ def dead_letter_alarm_names(prefix: str, consumer: str) -> dict[str, str]:
 
 def _checked(name: str, limit: int, kind: str, consumer: str) -> str:
     if len(name) > limit:
-        raise ValueError(
+        raise ConfigError(
             f"fanout.consumers ({consumer}): {kind} name {name!r} is longer than {limit} "
             "characters; shorten the consumer name or the prefix"
         )
@@ -106,7 +106,6 @@ class EventConsumer(Construct):
             alarm_name=names["dead letters"],
         )
         self.dead_letter_queue = dead_letters.queue
-        self.dead_letter_alarm = dead_letters.alarm
         self.queue = sqs.Queue(
             self,
             "Queue",
@@ -130,7 +129,6 @@ class EventConsumer(Construct):
             alarm_name=names["undelivered"],
         )
         self.delivery_dead_letter_queue = undelivered.queue
-        self.delivery_dead_letter_alarm = undelivered.alarm
 
         self.rule = events.Rule(
             self,

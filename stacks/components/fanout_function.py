@@ -28,8 +28,6 @@ from cdclake.fanout_settings import (
     PUT_EVENTS_MAX_ATTEMPTS,
 )
 from stacks.components.dead_letters import dead_letter_queue
-
-# replication_bootstrap still imports it from here; it moves to dead_letters' callers with it.
 from stacks.components.log_storage import access_log_bucket, log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
@@ -154,7 +152,6 @@ class FanOut(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.failure_alarm = failed_records.alarm
         assert self.function.role is not None  # the function creates its own role
         acknowledge_wildcards(
             self.function.role,

@@ -20,7 +20,7 @@ from constructs import Construct
 from cdclake.config import EnvironmentConfig
 from connectors.configs import broker_count, replication_factor
 from stacks.components.log_storage import log_group
-from stacks.components.nag import acknowledge
+from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 
 IAM_TLS_PORT = 9098  # brokers' SASL/IAM listener inside the VPC
 
@@ -199,8 +199,7 @@ class KafkaCluster(Construct):
                 acknowledge(
                     child,
                     {
-                        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                        "service-role/AWSLambdaBasicExecutionRole]": (
+                        LAMBDA_LOGS_FINDING: (
                             "CDK's AwsCustomResource provider logs through the AWS managed "
                             "basic execution policy"
                         ),

@@ -207,7 +207,6 @@ class KafkaConnectors(Construct):
             },
         )
 
-        # Connector logs.
         self.log_group = log_group(self, "Logs")
 
         # Custom plugins: from S3 as given, or uploaded from a local zip (`make plugins`).

@@ -84,8 +84,6 @@ class MergeJobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
-        if not ENTRY_SCRIPT.exists():  # the merge job is written in parallel; keep synth going
-            ENTRY_SCRIPT.touch()
 
         # Entry script and library as CDK assets (the library zips to cdclake_merge/... at root).
         self.script = s3_assets.Asset(self, "Script", path=str(ENTRY_SCRIPT))

@@ -15,6 +15,15 @@ from constructs import IConstruct, IValidation
 KMS_GRANT_REASON = "CDK's KMS grant (GenerateDataKey*/ReEncrypt*) scoped to this stack's own key"
 
 
+def managed_policy_finding(name: str) -> str:
+    """cdk-nag's IAM4 finding id for the AWS managed policy ``service-role/<name>``."""
+    return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{name}]"
+
+
+# What CDK gives every Lambda function's role (its own logs); each site says whose function.
+LAMBDA_LOGS_FINDING = managed_policy_finding("AWSLambdaBasicExecutionRole")
+
+
 def acknowledge(construct: IConstruct, findings: dict[str, str]) -> None:
     """Acknowledge each ``{finding id: reason}`` on ``construct`` (and what it contains)."""
     validations = cdk.Validations.of(construct)

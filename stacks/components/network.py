@@ -27,9 +27,9 @@ INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 class Network(Construct):
     """The VPC: three subnet tiers over ``max_azs`` AZs, flow logs, S3 and interface endpoints.
 
-    Databases and brokers go in the isolated tier (no route to the internet at all); compute
-    that must call AWS APIs goes in the private tier and reaches them through the endpoints,
-    with the NAT gateways only for what has no endpoint.
+    Databases go in the isolated tier (no route to the internet at all); the brokers and the
+    compute that must call AWS APIs go in the private tier and reach them through the
+    endpoints, with the NAT gateways only for what has no endpoint.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: NetworkConfig) -> None:

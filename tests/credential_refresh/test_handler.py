@@ -11,8 +11,10 @@ from botocore.stub import Stubber
 
 from lambdas.credential_refresh.handler import (
     MARKER,
+    RefreshFailed,
     connector_arns,
     redeploy_service,
+    refresh,
     restart_connector,
 )
 
@@ -97,3 +99,55 @@ def test_credential_refresh_connectors_found_by_exact_name(
     assert connector_arns(client, [source, sink]) == {
         source: f"arn:aws:kafkaconnect:us-east-1:123456789012:connector/{source}/new"
     }
+
+
+def test_credential_refresh_failed_restart_others_still_restarted_then_fails(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    source, sink = "cdclake-dev-debezium-source", "cdclake-dev-s3-sink"
+    for name in (source, sink):
+        stub.add_response(
+            "list_connectors",
+            {"connectors": [_summary(name, "RUNNING", "1")]},
+            {"connectorNamePrefix": name},
+        )
+    arn = {n: _summary(n, "RUNNING", "1")["connectorArn"] for n in (source, sink)}
+    # The source is mid-update and refuses; the sink and the service are still restarted.
+    stub.add_response(
+        "describe_connector",
+        {"connectorArn": arn[source], "currentVersion": "K1", "connectorConfiguration": CONFIG},
+        {"connectorArn": arn[source]},
+    )
+    stub.add_client_error("update_connector", "ConflictException", "connector is updating")
+    stub.add_response(
+        "describe_connector",
+        {"connectorArn": arn[sink], "currentVersion": "K2", "connectorConfiguration": CONFIG},
+        {"connectorArn": arn[sink]},
+    )
+    stub.add_response(
+        "update_connector",
+        {"connectorArn": arn[sink], "connectorState": "UPDATING"},
+        {
+            "connectorArn": arn[sink],
+            "currentVersion": "K2",
+            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
+        },
+    )
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        ecs_stub.add_response(
+            "update_service",
+            {},
+            {"cluster": "fanout", "service": "debezium-server", "forceNewDeployment": True},
+        )
+        failed = rf"1 not restarted: connector {source}: .*Conflict"
+        with pytest.raises(RefreshFailed, match=failed):
+            refresh(
+                client,
+                ecs,
+                [source, sink],
+                [{"cluster": "fanout", "service": "debezium-server"}],
+                "2026-11-23T09:00:00Z",
+            )
+        ecs_stub.assert_no_pending_responses()

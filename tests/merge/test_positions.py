@@ -134,8 +134,9 @@ def test_scan_new_partition_and_new_topic_folders_are_found(tmp_path: Path) -> N
 
 @pytest.mark.moto
 def test_list_s3_folder_starts_after_the_position_and_reports_etags() -> None:
-    boto3 = pytest.importorskip("boto3")
-    moto = pytest.importorskip("moto")
+    import boto3
+    import moto
+
     with moto.mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="lake")
@@ -234,7 +235,6 @@ def test_cut_first_file_larger_than_the_byte_cap_is_still_applied() -> None:
 
 def test_cut_without_caps_applies_every_pending_file() -> None:
     pending = _files("p0", 1, 1) + _files("p1", 1)
-    assert cut(pending) == cut(pending, None, None)
     assert (len(cut(pending).applied), cut(pending).left) == (3, ())
 
 

@@ -102,13 +102,7 @@ def test_read_live_rows_not_a_table_raises_one_line(tmp_path: Path) -> None:
 
 
 def _lake(spark: Any, tmp: pytest.TempPathFactory, name: str, **kwargs: Any) -> Lake:
-    try:
-        return build_lake(spark, tmp.mktemp(name), name=name, seed=SEED, **kwargs)
-    except RuntimeError as exc:
-        if "HoodieDeleteRecord" not in str(exc):
-            raise
-        # Not the reader: the merge itself, in the shared local session (bundle on spark.jars).
-        pytest.skip(f"the merge failed before hudi-rs could read anything: {exc}")
+    return build_lake(spark, tmp.mktemp(name), name=name, seed=SEED, **kwargs)
 
 
 @pytest.fixture(scope="session")
