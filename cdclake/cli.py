@@ -18,7 +18,7 @@ from rich.table import Table
 
 from cdclake.dispatch import dispatch_command
 from cdclake.doctor import doctor
-from cdclake.errors import run
+from cdclake.errors import fail, run
 from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
@@ -61,11 +61,6 @@ class TableType(StrEnum):
     MERGE_ON_READ = "MERGE_ON_READ"
 
 
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
@@ -75,7 +70,7 @@ def _parse_types(values: list[str]) -> dict[str, str]:
     for value in values:
         name, sep, spark_type = value.partition("=")
         if not sep:
-            _fail(f"--type expects COLUMN=TYPE, got {value!r}", 2)
+            fail(f"--type expects COLUMN=TYPE, got {value!r}", 2)
         types[name.strip()] = spark_type.strip()
     return types
 
@@ -136,7 +131,7 @@ def merge(
     from cdclake_merge.storage import LocalFileSystem
 
     if not 0 <= max_bad_fraction <= 1:
-        _fail("--max-bad-fraction must be between 0 and 1", 2)
+        fail("--max-bad-fraction must be between 0 and 1", 2)
     byte_cap = _byte_size("--max-bytes", max_bytes) if max_bytes is not None else None
     source_table = table
     if env is not None:
@@ -151,11 +146,11 @@ def merge(
 
             tombstone_retention_days = load_config(env).lake.tombstone_retention_days
     if changes is None or warehouse is None or not key:
-        _fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
+        fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None
     if "://" not in changes:
         if not Path(changes).is_dir():
-            _fail(f"--changes {changes} is not a folder", 2)
+            fail(f"--changes {changes} is not a folder", 2)
         changes = str(Path(changes).resolve())
     options = MergeOptions(
         table=table,
@@ -185,7 +180,7 @@ def merge(
             table_type=table_type.value,
         )
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     fs: Any = local if "://" not in changes else _LazyHadoopFileSystem(spark_factory)
 
     interactive = console.is_terminal and not json_output
@@ -206,11 +201,11 @@ def merge(
         try:
             result = run_merge(spark_factory, fs, sink, options, progress=on_stage)
         except (MergeError, CatalogSyncError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
         except ValueError as exc:  # the table exists with another key, type or partitioning
-            _fail(str(exc), 2)
+            fail(str(exc), 2)
         except RuntimeError as exc:
-            _fail(" ".join(str(exc).split()) or type(exc).__name__)
+            fail(" ".join(str(exc).split()) or type(exc).__name__)
     if env is not None:
         _publish_metrics(env, source_table, result, time.monotonic() - started)
 
@@ -235,9 +230,9 @@ def _byte_size(option: str, value: str) -> int:
     try:
         size = int(TypeAdapter(ByteSize).validate_python(value))
     except ValidationError:
-        _fail(f"{option} expects a size such as 1000, 512MB or 2GiB, got {value!r}", 2)
+        fail(f"{option} expects a size such as 1000, 512MB or 2GiB, got {value!r}", 2)
     if size < 1:
-        _fail(f"{option} must be at least one byte, got {value!r}", 2)
+        fail(f"{option} must be at least one byte, got {value!r}", 2)
     return size
 
 
@@ -268,16 +263,16 @@ def _env_target(env: str, source_table: str) -> Any:
         try:
             job = config.lake_table(source_table).merge_job_name(config.prefix)
         except ValueError as exc:
-            _fail(str(exc), 2)
-        _fail(f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name {job})", 2)
+            fail(str(exc), 2)
+        fail(f"--env {env}: run the table's Glue job (aws glue start-job-run --job-name {job})", 2)
     from cdclake.local.lake import lake_target
 
     try:
         return lake_target(env, source_table)
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except LookupError as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), 1)
 
 
 class _LazyHadoopFileSystem:
@@ -325,7 +320,7 @@ def export(
     """Write the table's live rows as JSON lines sorted by key (read without a JVM)."""
     lake = read_lake(warehouse, table)
     if lake is None:
-        _fail(f"table {table} has no commit under {warehouse}")
+        fail(f"table {table} has no commit under {warehouse}")
     assert lake is not None
     if lake.reader.startswith("spark"):
         console.print(f"{table}: read with {lake.reader}", highlight=False)
@@ -403,9 +398,9 @@ def demo(
         try:
             ok = run_pipeline_demo(base, seed=seed, console=Console())
         except StackError as exc:
-            _fail(" ".join(str(exc).split()))
+            fail(" ".join(str(exc).split()))
         except subprocess.CalledProcessError as exc:
-            _fail(f"{' '.join(exc.cmd)} failed with exit status {exc.returncode}; see {base}")
+            fail(f"{' '.join(exc.cmd)} failed with exit status {exc.returncode}; see {base}")
     if not ok:
         raise typer.Exit(1)
 
@@ -435,7 +430,7 @@ def cost(
             config, tables=tables, active_share=active_share, events_per_run=events_per_run
         )
     except model.CostError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if json_output:
         print(json.dumps(figures.as_dict(), indent=2))
         return

@@ -8,7 +8,9 @@ reason, instead of surfacing as a broken connector after deploy.
 
 from __future__ import annotations
 
+import os
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,7 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO_ROOT / "config"
 
 # PostgreSQL identifiers as Debezium include lists and publications accept them unquoted.
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
@@ -419,6 +422,30 @@ class MskConfig(_Model):
 PLUGIN_PLACEHOLDER_BUCKET = "REPLACE-ME"
 # Where `make plugins` (connectors/package_plugins.sh) writes the zips.
 PLUGIN_DIST_DIR = "connectors/dist"
+PLUGIN_BUILD_HINT = "run `make plugins` (or set an s3://bucket/key you uploaded)"
+
+
+class PluginNotFound(ConfigError):
+    """A plugin location that cannot deploy: a missing local zip or a placeholder bucket."""
+
+
+def plugin_source(
+    location: str, *, setting: str, repo_root: Path = REPO_ROOT
+) -> tuple[str, str] | Path:
+    """``(bucket, key)`` of an ``s3://bucket/key`` plugin location, or the path of a local zip
+    (relative to the repository); :class:`PluginNotFound` naming ``setting`` otherwise."""
+    if location.startswith("s3://"):
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        if not bucket or not key:
+            raise PluginNotFound(f"{setting}: {location!r} is not s3://bucket/key")
+        if bucket == PLUGIN_PLACEHOLDER_BUCKET:
+            raise PluginNotFound(f"{setting}: {location} is a placeholder; {PLUGIN_BUILD_HINT}")
+        return bucket, key
+    path = Path(location)
+    path = path if path.is_absolute() else repo_root / path
+    if not path.is_file():
+        raise PluginNotFound(f"{setting}: no plugin zip at {path}; {PLUGIN_BUILD_HINT}")
+    return path
 
 
 class ConnectConfig(_Model):
@@ -610,3 +637,32 @@ def load_config(
         return EnvironmentConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_format_error(path, exc)) from None
+
+
+#: Where `make rds-ca` puts the RDS global CA bundle (git-ignored); CDCLAKE_RDS_CA_BUNDLE
+#: names another file (the tests' own CA).
+RDS_CA_BUNDLE = REPO_ROOT / "build" / "rds-ca" / "global-bundle.pem"
+RDS_CA_BUNDLE_VARIABLE = "CDCLAKE_RDS_CA_BUNDLE"
+
+
+def rds_ca_bundle(config: EnvironmentConfig) -> Path | None:
+    """The CA bundle the bootstrap verifies Aurora with; None when the config opts out.
+
+    A missing or unreadable bundle fails the synth with one line naming the fix.
+    """
+    if not config.database.tls_verify:
+        return None
+    bundle = Path(os.environ.get(RDS_CA_BUNDLE_VARIABLE) or RDS_CA_BUNDLE)
+    fix = (
+        f"run `make rds-ca` (or set database.tls_verify: false in config/{config.env}.yaml "
+        "to connect unverified)"
+    )
+    if not bundle.is_file():
+        raise ConfigError(f"RDS CA bundle {bundle} not found: {fix}")
+    try:
+        ssl.create_default_context(cafile=str(bundle))
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"RDS CA bundle {bundle} holds no readable certificate ({exc}): {fix}"
+        ) from None
+    return bundle

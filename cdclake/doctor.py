@@ -23,13 +23,15 @@ from rich.table import Table
 
 from cdclake.config import (
     CONFIG_DIR,
-    PLUGIN_PLACEHOLDER_BUCKET,
+    PLUGIN_BUILD_HINT,
+    REPO_ROOT,
     ConfigError,
     EnvironmentConfig,
+    PluginNotFound,
     load_config,
+    plugin_source,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # The bootstrap version the CDK's default synthesizer requires (each template's
 # CheckBootstrapVersion rule and the assembly's requiresBootstrapStackVersion).
 MIN_BOOTSTRAP_VERSION = 6
@@ -126,7 +128,7 @@ def check_bootstrap(
 
 def check_rds_ca(config: EnvironmentConfig) -> Check:
     """The RDS CA bundle the bootstrap Lambda and both captures verify Aurora with."""
-    from stacks.components.replication_bootstrap import rds_ca_bundle
+    from cdclake.config import rds_ca_bundle
 
     name = "RDS CA bundle"
     try:
@@ -143,21 +145,20 @@ def check_plugin(
 ) -> Check:
     """A connector plugin the capture stack uses: an S3 object, or a local zip it uploads."""
     name = f"plugin {label}"
-    build = "build it with `make plugins`"
-    if location.startswith("s3://"):
-        bucket, _, key = location.removeprefix("s3://").partition("/")
-        if bucket == PLUGIN_PLACEHOLDER_BUCKET or not key:
-            return Check(name, "FAIL", f"{location} is a placeholder: {build} and set its location")
+    try:
+        source = plugin_source(location, setting=label, repo_root=repo_root)
+    except PluginNotFound as exc:
+        return Check(name, "FAIL", str(exc))
+    if isinstance(source, tuple):
+        bucket, key = source
         try:
             session.client("s3").head_object(Bucket=bucket, Key=key)
         except AWS_ERRORS as exc:
-            return Check(name, "FAIL", f"{location} not readable ({_error(exc)}): {build}")
+            return Check(
+                name, "FAIL", f"{location} not readable ({_error(exc)}): {PLUGIN_BUILD_HINT}"
+            )
         return Check(name, "ok", location)
-    path = Path(location)
-    path = path if path.is_absolute() else repo_root / path
-    if not path.is_file():
-        return Check(name, "FAIL", f"{path} missing: {build}")
-    return Check(name, "ok", f"{path} ({path.stat().st_size:,} bytes, uploaded as an asset)")
+    return Check(name, "ok", f"{source} ({source.stat().st_size:,} bytes, uploaded as an asset)")
 
 
 def check_engine_version(config: EnvironmentConfig, session: boto3.Session) -> Check:

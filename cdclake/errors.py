@@ -11,7 +11,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 DEBUG_VARIABLE = "CDCLAKE_DEBUG"
 USAGE = 2
@@ -52,9 +52,24 @@ def debug_enabled() -> bool:
     return os.environ.get(DEBUG_VARIABLE, "").lower() in {"1", "true", "yes"}
 
 
-def _one_line(text: str, limit: int = 400) -> str:
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` on one line (whitespace runs made one space), at most ``limit`` characters."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def error_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception as one line: its message, or its type's name when it has none."""
+    return one_line(str(exc), limit) or type(exc).__name__
+
+
+def fail(message: str, code: int = FAILURE) -> NoReturn:
+    """End a command with ``error: message`` on stderr and exit code ``code``."""
+    import typer
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
 
 
 def describe(exc: BaseException) -> tuple[str, int] | None:
@@ -66,11 +81,11 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     from cdclake_merge.session import MissingJars  # imports no Spark
 
     if isinstance(exc, ConfigError):
-        return _one_line(str(exc)), USAGE
+        return one_line(str(exc)), USAGE
     if isinstance(exc, StackError):
-        return _one_line(str(exc)), FAILURE
+        return one_line(str(exc)), FAILURE
     if isinstance(exc, MissingJars):
-        return _one_line(str(exc)), USAGE
+        return one_line(str(exc)), USAGE
     if isinstance(
         exc,
         boto.NoCredentialsError
@@ -80,7 +95,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         | boto.SSOTokenLoadError
         | boto.UnauthorizedSSOTokenError,
     ):
-        return f"no usable AWS credentials ({_one_line(str(exc))}): {CREDENTIALS_HELP}", FAILURE
+        return f"no usable AWS credentials ({one_line(str(exc))}): {CREDENTIALS_HELP}", FAILURE
     if isinstance(exc, boto.NoRegionError):
         return "no AWS region: set AWS_REGION or the environment's region in config", USAGE
     if isinstance(exc, boto.ClientError):
@@ -93,7 +108,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
             hint = "check the network, a proxy or the region (AWS_REGION), then run it again"
         return f"cannot reach {endpoint}: {hint}", FAILURE
     if isinstance(exc, boto.ReadTimeoutError):
-        return f"AWS did not answer in time ({_one_line(str(exc))}): run it again", FAILURE
+        return f"AWS did not answer in time ({one_line(str(exc))}): run it again", FAILURE
     if _spark_driver_gone(exc):  # before the loopback check: py4j talks to 127.0.0.1 too
         return SPARK_GONE_HELP, FAILURE
     if _refused_on_loopback(exc):
@@ -116,7 +131,7 @@ def _spark_driver_gone(exc: BaseException) -> bool:
 def _client_error(exc: Any) -> str:
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
-    message = _one_line(str(error.get("Message", "")) or str(exc))
+    message = one_line(str(error.get("Message", "")) or str(exc))
     operation = getattr(exc, "operation_name", "") or "the call"
     if code in _EXPIRED:
         return f"AWS credentials have expired ({operation}): {CREDENTIALS_HELP}"
@@ -158,7 +173,7 @@ def run(command: Callable[..., Any], args: Sequence[str]) -> int:
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return int(exc.code or 0)
-        print(f"error: {_one_line(str(exc.code))}", file=sys.stderr)
+        print(f"error: {one_line(str(exc.code))}", file=sys.stderr)
         return FAILURE
     except Exception as exc:
         if debug_enabled():
@@ -167,7 +182,7 @@ def run(command: Callable[..., Any], args: Sequence[str]) -> int:
         if described is None:
             # A defect of ours, not an operator error: one line, and how to see the rest.
             described = (
-                f"{type(exc).__name__}: {_one_line(str(exc))} "
+                f"{type(exc).__name__}: {one_line(str(exc))} "
                 "(rerun with --debug for the traceback, and report it if it is a bug)",
                 FAILURE,
             )

@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.errors import fail, one_line
 from cdclake.lake_reader import local_spark
 from cdclake.ops import AnyFileSystem, LakePlace, local_path
 from cdclake_merge.replay import ReplayResult, ledgers, listing, quarantined
@@ -108,10 +109,6 @@ def wait_for_run(
         sleep(interval)
 
 
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def run_report(fs: Any, place: LakePlace, run_id: str) -> ReplayResult:
     """What the replay run ``run_id`` did, from the quarantine: its ledger.
 
@@ -148,11 +145,6 @@ ConfigDirOption = Annotated[
 ]
 
 
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
 def glue_client(region: str) -> Any:
     import boto3
 
@@ -168,7 +160,7 @@ def resolve(
 
     config = load_config(env, path=config_file, config_dir=config_dir)  # errors.describe's
     if config.env != env:
-        _fail(f"--config {config_file} is for environment {config.env}, not {env}", 2)
+        fail(f"--config {config_file} is for environment {config.env}, not {env}", 2)
     try:
         config.lake_table(table)
         if env == "local":
@@ -176,9 +168,9 @@ def resolve(
         glue = glue_client(config.region)
         return aws_place(config, table, glue), glue
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except LookupError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     raise AssertionError("unreachable")
 
 
@@ -248,9 +240,9 @@ def _replay_locally(table: str, place: LakePlace, json_output: bool) -> None:
     try:
         result = replay(place)
     except (MergeError, CatalogSyncError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if json_output:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -266,15 +258,15 @@ def _replay_on_glue(
         try:
             run_id = start_replay(glue, place)
         except RuntimeError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         console.print(f"{table}: replay started as run {run_id} of Glue job {job}", highlight=False)
     else:
         try:
             arguments = glue.get_job_run(JobName=job, RunId=run_id)["JobRun"].get("Arguments", {})
         except glue.exceptions.EntityNotFoundException:
-            _fail(f"Glue job {job} has no run {run_id}", 2)
+            fail(f"Glue job {job} has no run {run_id}", 2)
         if arguments.get("--mode") != REPLAY_ARGUMENTS["--mode"]:
-            _fail(f"run {run_id} of Glue job {job} is not a replay (no --mode replay)", 2)
+            fail(f"run {run_id} of Glue job {job} is not a replay (no --mode replay)", 2)
     shown: dict[str, Any] = {"table": table, "job": job, "job_run": run_id}
     if not wait and not reporting:
         if json_output:
@@ -295,13 +287,13 @@ def _replay_on_glue(
         shown["error"] = error = one_line(run.get("ErrorMessage") or "no error message")
         if json_output:
             print(json.dumps(shown))
-        _fail(f"replay run {run_id} of Glue job {job} ended {state}: {error}")
+        fail(f"replay run {run_id} of Glue job {job} ended {state}: {error}")
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         result = run_report(AnyFileSystem(), place, str(run_id))
     except (BotoCoreError, ClientError) as exc:
-        _fail(f"replay run {run_id} SUCCEEDED; its ledger in {place.quarantine_root}: {exc}")
+        fail(f"replay run {run_id} SUCCEEDED; its ledger in {place.quarantine_root}: {exc}")
     if json_output:
         print(json.dumps({**shown, **result.as_dict()}, indent=2))
     else:
@@ -331,12 +323,12 @@ def replay_command(
     """
     if env == "local":
         if run_id is not None:
-            _fail("--run-id names a Glue job run: AWS environments only", 2)
+            fail("--run-id names a Glue job run: AWS environments only", 2)
         place, _ = resolve(env, table, config_file, config_dir)
         _replay_locally(table, place, json_output)
         return
     if config_file is not None:
-        _fail(
+        fail(
             f"--config on {env}: the Glue job replays with its deployed arguments; deploy the "
             "fix first (cdk deploy), then replay without --config",
             2,

@@ -25,6 +25,8 @@ import typer
 from pg8000.native import Connection
 from rich.console import Console
 
+from cdclake.errors import fail
+
 if TYPE_CHECKING:
     from cdclake.config import EnvironmentConfig
 
@@ -111,9 +113,9 @@ def snapshot(
         config = load_config(env)
         signal_tables = signal_tables_for(config, table, capture)
     except KeyError as exc:
-        _fail(str(exc.args[0]), 2)
+        fail(str(exc.args[0]), 2)
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     try:
         if env == "local" and dsn is None:
             from cdclake.local.lake import StackNotRunning, running_status
@@ -122,12 +124,12 @@ def snapshot(
             try:
                 running_status(env)
             except StackNotRunning as exc:
-                _fail(str(exc))
+                fail(str(exc))
             with LocalStack(env=env).connect() as conn:
                 signal_ids = _send(conn, config, table, signal_tables)
         else:
             if dsn is None:
-                _fail(f"--env {env}: give --dsn (see docs/operations.md, Re-snapshot a table)", 2)
+                fail(f"--env {env}: give --dsn (see docs/operations.md, Re-snapshot a table)", 2)
             assert dsn is not None
             password = os.environ.get("PGPASSWORD")
             if secret_id is not None:
@@ -140,15 +142,15 @@ def snapshot(
     except typer.Exit:
         raise
     except (LookupError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
         from cdclake.errors import describe
 
         described = describe(exc)
         if described is None:
-            _fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         else:
-            _fail(*described)
+            fail(*described)
     for (name, signal_table), signal_id in zip(signal_tables.items(), signal_ids, strict=True):
         print(
             json.dumps(
@@ -195,8 +197,3 @@ def _send(
         publication=config.database.replication.publication,
         table=table,
     )
-
-
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code)

@@ -24,15 +24,12 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake.config import EnvironmentConfig
+from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
 from cdclake_merge.replay import listing
 
 COMPLETED = (".commit", ".deltacommit")
 METRIC_WINDOW = dt.timedelta(hours=3)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def instant_time(instant: str) -> dt.datetime:
@@ -103,7 +100,7 @@ def table_status(
         else:
             row["version"], row["last_commit"] = 0, None
     except Exception as exc:
-        errors.append(f"table: {_one_line(exc)}")
+        errors.append(f"table: {error_line(exc, 300)}")
         row["version"], row["last_commit"] = None, None
 
     run = state.checkpoint.get("run", {}) if state.checkpoint else {}
@@ -118,7 +115,7 @@ def table_status(
             if found is not None:
                 row["lag_seconds"], row["lag_from"] = round(found[0], 1), "cloudwatch"
         except Exception as exc:
-            errors.append(f"cloudwatch: {_one_line(exc)}")
+            errors.append(f"cloudwatch: {error_line(exc, 300)}")
     if row["lag_seconds"] is None and newest_ms:
         row["lag_seconds"] = round(max(now.timestamp() - newest_ms / 1000, 0.0), 1)
         row["lag_from"] = "lake"
@@ -126,14 +123,14 @@ def table_status(
     try:
         row["pending_files"] = pending_count(fs, place.changes, state)
     except Exception as exc:
-        errors.append(f"change files: {_one_line(exc)}")
+        errors.append(f"change files: {error_line(exc, 300)}")
         row["pending_files"] = None
 
     try:
         found_lines = listing(fs, place.quarantine_root, state.version)
         row["quarantined_lines"] = len(found_lines.pending)
     except Exception as exc:
-        errors.append(f"quarantine: {_one_line(exc)}")
+        errors.append(f"quarantine: {error_line(exc, 300)}")
         row["quarantined_lines"] = None
 
     try:
@@ -143,7 +140,7 @@ def table_status(
             else local_last_run(fs, place, state)
         )
     except Exception as exc:
-        errors.append(f"last run: {_one_line(exc)}")
+        errors.append(f"last run: {error_line(exc, 300)}")
         row["last_run"] = None
     row["errors"] = errors
     return row
@@ -235,7 +232,7 @@ def collect(
                 local_place(config, table.name) if local else aws_place(config, table.name, glue)
             )
         except (LookupError, ValueError) as exc:
-            tables.append({"table": table.name, "errors": [_one_line(exc)]})
+            tables.append({"table": table.name, "errors": [error_line(exc, 300)]})
             continue
         # The local stack's moto answers CloudWatch too: what `cdclake merge --env local`
         # publishes there is read back the same way.
@@ -249,7 +246,7 @@ def collect(
             else msk_connectors(aws_client("kafkaconnect"), config.prefix)
         )
     except Exception as exc:
-        connectors = {"error": f"not reachable: {_one_line(exc)}"}
+        connectors = {"error": f"not reachable: {error_line(exc, 300)}"}
     return {"env": config.env, "at": _iso(moment), "tables": tables, "connectors": connectors}
 
 

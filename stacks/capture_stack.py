@@ -9,11 +9,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import EnvironmentConfig, rds_ca_bundle
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.kafka_connectors import KafkaConnectors
-from stacks.components.replication_bootstrap import rds_ca_bundle
 from stacks.database_stack import DatabaseStack
 from stacks.lake_stack import LakeStack
 

@@ -8,7 +8,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import EnvironmentConfig, rds_ca_bundle
 from stacks.components.database import DATABASE_PORT, Database
 from stacks.components.database_alarms import DatabaseAlarms
 from stacks.components.operator_access import OperatorAccess
@@ -70,6 +70,7 @@ class DatabaseStack(cdk.Stack):
             master_secret=self.database.master_secret,
             encryption_key=self.encryption_key,
             alarm_topic=self.alarm_topic,
+            rds_ca_bundle=rds_ca_bundle(config),
         )
         #: Secrets Manager secret of the master user (the bootstrap's custom resources use it).
         self.master_secret = self.database.master_secret

@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from cdclake.config import EnvironmentConfig, rds_ca_bundle
 from connectors.configs import topic_name
 from stacks.components.change_streams import ChangeStreams
 from stacks.components.database_access import allow_database_from, database_endpoint
@@ -19,7 +19,6 @@ from stacks.components.debezium_server import DebeziumServer
 from stacks.components.event_bus import ChangeEventBus
 from stacks.components.event_consumers import EventConsumers
 from stacks.components.fanout_function import FanOut
-from stacks.components.replication_bootstrap import rds_ca_bundle
 from stacks.database_stack import DatabaseStack
 
 

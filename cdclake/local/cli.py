@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from cdclake.errors import fail
 from cdclake.local.processes import StackError
 from cdclake.local.stack import LocalStack
 from cdclake.query import engine_port
@@ -34,11 +35,6 @@ StateOption = Annotated[
 
 def _stack(env: str, state_dir: Path | None) -> LocalStack:
     return LocalStack(state_dir, env=env)
-
-
-def _fail(exc: Exception) -> None:
-    console.print(f"[red]error:[/red] {exc}", highlight=False)
-    raise typer.Exit(1)
 
 
 @app.command()
@@ -78,7 +74,7 @@ def up(
             trino_port = engine_port(stack, progress=spinner.update) if query else None
     except StackError as exc:
         # What did start keeps running for a look at its log; `down` stops it.
-        _fail(StackError(f"{exc}\n(what started is still running: cdclake local down stops it)"))
+        fail(f"{exc} (what started is still running: cdclake local down stops it)")
     status = stack.status()
     started = "connectors RUNNING" if capture else "no capture yet (`up` starts it)"
     console.print(f"[green]up[/green]: {started}; logs in {stack.root / 'logs'}")
@@ -113,7 +109,7 @@ def reconcile(env: EnvOption = "local", state_dir: StateOption = None) -> None:
     try:
         result = _stack(env, state_dir).reconcile()
     except StackError as exc:
-        _fail(exc)
+        fail(str(exc))
         return
     missing = result.bootstrap.missing_tables
     console.print(f"published: {', '.join(result.bootstrap.published_tables)}", highlight=False)
@@ -136,6 +132,6 @@ def down(
     try:
         stopped = _stack(env, state_dir).down(purge=purge)
     except StackError as exc:
-        _fail(exc)
+        fail(str(exc))
         return
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}", highlight=False)

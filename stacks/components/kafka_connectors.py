@@ -33,7 +33,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cdclake.config import PLUGIN_PLACEHOLDER_BUCKET, ConfigError, EnvironmentConfig
+from cdclake.config import EnvironmentConfig, plugin_source
 from connectors import versions
 from connectors.configs import (
     MSK_CONNECT_RDS_CA,
@@ -56,11 +56,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # MSK Connect's own topics and groups (configs, status, default offsets, the worker group):
 # AWS pages name both prefixes, so both are granted.
 MSK_CONNECT_INTERNAL = ["__amazon_msk_connect_*", "__msk_connect_*"]
-BUILD_HINT = "run `make plugins` (or set an s3://bucket/key you uploaded)"
-
-
-class PluginNotFound(ConfigError):
-    """A plugin location that cannot deploy: a missing local zip or a placeholder bucket."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +74,11 @@ def plugin_location(
 
     ``setting`` names where the location came from in the one-line error.
     """
-    if location.startswith("s3://"):
-        bucket, _, key = location[len("s3://") :].partition("/")
-        if not bucket or not key:
-            raise PluginNotFound(f"{setting}: {location!r} is not s3://bucket/key")
-        if bucket == PLUGIN_PLACEHOLDER_BUCKET:
-            raise PluginNotFound(f"{setting}: {location} is a placeholder; {BUILD_HINT}")
+    source = plugin_source(location, setting=setting, repo_root=REPO_ROOT)
+    if isinstance(source, tuple):
+        bucket, key = source
         return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}", location)
-    path = Path(location)
-    path = path if path.is_absolute() else REPO_ROOT / path
-    if not path.is_file():
-        raise PluginNotFound(f"{setting}: no plugin zip at {path}; {BUILD_HINT}")
-    asset = s3_assets.Asset(scope, construct_id, path=str(path))
+    asset = s3_assets.Asset(scope, construct_id, path=str(source))
     return PluginLocation(
         asset.s3_bucket_name, asset.s3_object_key, asset.bucket.bucket_arn, asset.asset_hash
     )

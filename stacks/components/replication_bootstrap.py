@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import ssl
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -20,41 +18,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import ConfigError, EnvironmentConfig
+from cdclake.config import EnvironmentConfig
 from cdclake.replication import bootstrap_spec
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge, managed_policy_finding
-from stacks.components.python_bundling import REPO_ROOT, python_code
+from stacks.components.python_bundling import python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
-#: Where `make rds-ca` puts the RDS global CA bundle (git-ignored); CDCLAKE_RDS_CA_BUNDLE
-#: names another file (the tests' own CA).
-RDS_CA_BUNDLE = REPO_ROOT / "build" / "rds-ca" / "global-bundle.pem"
-RDS_CA_BUNDLE_VARIABLE = "CDCLAKE_RDS_CA_BUNDLE"
-
-
-def rds_ca_bundle(config: EnvironmentConfig) -> Path | None:
-    """The CA bundle the bootstrap verifies Aurora with; None when the config opts out.
-
-    A missing or unreadable bundle fails the synth with one line naming the fix.
-    """
-    if not config.database.tls_verify:
-        return None
-    bundle = Path(os.environ.get(RDS_CA_BUNDLE_VARIABLE) or RDS_CA_BUNDLE)
-    fix = (
-        f"run `make rds-ca` (or set database.tls_verify: false in config/{config.env}.yaml "
-        "to connect unverified)"
-    )
-    if not bundle.is_file():
-        raise ConfigError(f"RDS CA bundle {bundle} not found: {fix}")
-    try:
-        ssl.create_default_context(cafile=str(bundle))
-    except ssl.SSLError as exc:
-        raise ConfigError(
-            f"RDS CA bundle {bundle} holds no readable certificate ({exc}): {fix}"
-        ) from None
-    return bundle
 
 
 class ReplicationBootstrap(Construct):
@@ -81,7 +52,10 @@ class ReplicationBootstrap(Construct):
         master_secret: secretsmanager.ISecret,
         encryption_key: kms.IKey,
         alarm_topic: sns.ITopic,
+        rds_ca_bundle: Path | None,
     ) -> None:
+        """``rds_ca_bundle``: the RDS CA bundle the function verifies Aurora with (shipped in a
+        layer); None when the config opts out of verifying."""
         super().__init__(scope, construct_id)
         replication = config.database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -91,7 +65,7 @@ class ReplicationBootstrap(Construct):
             if config.database.deletion_protection
             else cdk.RemovalPolicy.DESTROY
         )
-        bundle = rds_ca_bundle(config)
+        bundle = rds_ca_bundle
 
         # The replication role's own secret, completed with host/port/engine by the attachment.
         secret = rds.DatabaseSecret(

@@ -13,9 +13,9 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from cdclake.config import ConfigError, load_config
+from cdclake.config import ConfigError, PluginNotFound, load_config
 from connectors.configs import render_properties, worker_properties
-from stacks.components.kafka_connectors import PluginNotFound, digest, plugin_location
+from stacks.components.kafka_connectors import digest, plugin_location
 from tests.cdk.stack_helpers import (
     PLUGIN_CONTEXT,
     assert_reads_exactly,

@@ -321,8 +321,7 @@ def test_database_rds_ca_bundle_missing_fails_in_one_line_naming_make_target(
 def test_database_rds_ca_bundle_without_certificate_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdclake.config import ConfigError, load_config
-    from stacks.components.replication_bootstrap import rds_ca_bundle
+    from cdclake.config import ConfigError, load_config, rds_ca_bundle
 
     bundle = tmp_path / "global-bundle.pem"
     bundle.write_text("<html>captive portal</html>\n")
@@ -335,8 +334,7 @@ def test_database_rds_ca_bundle_without_certificate_refused(
 def test_database_tls_opt_out_needs_no_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdclake.config import load_config
-    from stacks.components.replication_bootstrap import rds_ca_bundle
+    from cdclake.config import load_config, rds_ca_bundle
 
     monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
     config = load_config("dev")

@@ -45,7 +45,7 @@ def templates(synth: Any) -> dict[str, dict[str, Any]]:
     it only changes the bootstrap function's asset, not a role's statements."""
     import certifi
 
-    from stacks.components.replication_bootstrap import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE
+    from cdclake.config import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE
 
     with pytest.MonkeyPatch.context() as patch:
         if not os.environ.get(RDS_CA_BUNDLE_VARIABLE) and not RDS_CA_BUNDLE.is_file():
