@@ -4,7 +4,6 @@ shared samples."""
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -67,12 +66,6 @@ if "CDCLAKE_RDS_CA_BUNDLE" not in os.environ:
 os.environ.setdefault(JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 
 
-def cdk_context() -> dict[str, object]:
-    from tests.cdk.stack_helpers import PLUGIN_CONTEXT  # CI has no `make plugins` zips
-
-    return {**json.loads((ROOT / "cdk.json").read_text())["context"], **PLUGIN_CONTEXT}
-
-
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
@@ -97,6 +90,7 @@ class Synth:
 
         from cdclake.config import load_config
         from stacks import build_stacks
+        from tests.cdk.stack_helpers import cdk_context  # with the plugins CI has no zips of
 
         self.env = env
         self.config = load_config(env)

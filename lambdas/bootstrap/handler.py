@@ -13,8 +13,9 @@ migrations created a table the first run reported as missing; a schedule does th
 pgoutput never publishes rows written before a table joined the publication, so a Reconcile
 that adds tables also signals an incremental snapshot of them, to the signal table of each
 capture that carries them (lake, fanout).
-Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Environment``): the
-configured tables the database does not have yet, which therefore are not captured.
+Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Environment`` =
+``METRICS_ENVIRONMENT``, as the dispatcher's): the configured tables the database does not have
+yet, which therefore are not captured.
 
 TLS to Aurora is verified against the RDS CA bundle the stack ships in a layer
 (``RDS_CA_BUNDLE``); only an environment that opts out (``database.tls_verify: false``)
@@ -145,7 +146,7 @@ def _run(
         result.missing_tables,
         result.replica_identity_changed,
     )
-    metrics.add_dimension(name="Environment", value=os.environ.get("CDCLAKE_ENVIRONMENT", "unset"))
+    metrics.add_dimension(name="Environment", value=os.environ["METRICS_ENVIRONMENT"])
     metrics.add_metric(
         name="MissingTables", unit=MetricUnit.Count, value=len(result.missing_tables)
     )

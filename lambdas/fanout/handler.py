@@ -69,7 +69,7 @@ class Route:
 class Settings:
     bus_name: str
     routes: dict[str, Route]
-    claim_check_bucket: str | None
+    claim_check_bucket: str
     claim_check_threshold: int
     max_attempts: int
     backoff_seconds: float
@@ -81,36 +81,27 @@ class Settings:
         )
 
 
+@functools.cache
 def settings() -> Settings:
+    """The function's settings, from the environment its stack (or the local stack) gives it,
+    all of it; read at the first record, once per execution environment."""
     env = os.environ
-    return _settings(
-        env["EVENT_BUS_NAME"],
-        env.get("ROUTES", "{}"),
-        env.get("CLAIM_CHECK_BUCKET") or None,
-        int(env.get("CLAIM_CHECK_THRESHOLD_BYTES", "200000")),
-        int(env.get("PUT_EVENTS_MAX_ATTEMPTS", "4")),
-        float(env.get("PUT_EVENTS_BACKOFF_SECONDS", "0.2")),
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _settings(
-    bus_name: str,
-    routes_json: str,
-    bucket: str | None,
-    threshold: int,
-    max_attempts: int,
-    backoff: float,
-) -> Settings:
     routes = {
         table: Route(
             source=route["source"],
             detail_type=route["detail_type"],
             primary_key=tuple(route.get("primary_key", ())),
         )
-        for table, route in json.loads(routes_json).items()
+        for table, route in json.loads(env["ROUTES"]).items()
     }
-    return Settings(bus_name, routes, bucket, threshold, max(1, max_attempts), backoff)
+    return Settings(
+        bus_name=env["EVENT_BUS_NAME"],
+        routes=routes,
+        claim_check_bucket=env["CLAIM_CHECK_BUCKET"],
+        claim_check_threshold=int(env["CLAIM_CHECK_THRESHOLD_BYTES"]),
+        max_attempts=max(1, int(env["PUT_EVENTS_MAX_ATTEMPTS"])),
+        backoff_seconds=float(env["PUT_EVENTS_BACKOFF_SECONDS"]),
+    )
 
 
 @functools.cache
@@ -218,8 +209,6 @@ def claim_check(
     The object key is derived from the Kinesis shard and sequence number, so a retried record
     overwrites the same object instead of leaving copies.
     """
-    if not config.claim_check_bucket:
-        raise PutEventsFailed("event exceeds the claim-check threshold and no bucket is set")
     body = _dumps({"source": entry["Source"], "detail-type": entry["DetailType"], "detail": detail})
     key = f"claim-check/{detail['table']}/{record.event_id.replace(':', '/')}.json"
     s3_client().put_object(

@@ -129,7 +129,7 @@ class ReplicationBootstrap(Construct):
             environment={
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
-                "CDCLAKE_ENVIRONMENT": config.env,
+                "METRICS_ENVIRONMENT": config.env,
                 **tls,
             },
             log_group=log_group(self, "FunctionLogs"),

@@ -72,6 +72,7 @@ def database(
     from lambdas.bootstrap import handler
 
     db = Database(socket_path, admin)
+    monkeypatch.setenv("METRICS_ENVIRONMENT", "test")  # the stack sets it to the environment
     monkeypatch.setattr(handler, "read_secret", db.read_secret)
     monkeypatch.setattr(handler, "connect", db.connect)
     yield db

@@ -247,7 +247,7 @@ def test_bootstrap_missing_table_reported_and_left_out(database: Database) -> No
 def test_bootstrap_missing_tables_published_as_metric(
     database: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CDCLAKE_ENVIRONMENT", "dev")
+    monkeypatch.setenv("METRICS_ENVIRONMENT", "dev")
     tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
     capsys.readouterr()
 
@@ -520,6 +520,7 @@ def test_handler_create_over_tls_with_secrets_manager_bootstraps(
     import moto
 
     monkeypatch.setenv("RDS_CA_BUNDLE", tls_server.ca_bundle)
+    monkeypatch.setenv("METRICS_ENVIRONMENT", "test")
     for name, value in AWS_TEST_ENV.items():
         monkeypatch.setenv(name, value)
     admin = Connection(user="postgres", unix_sock=tls_server.socket, database="postgres")

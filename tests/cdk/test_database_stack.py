@@ -217,7 +217,7 @@ def test_database_bootstrap_reconciles_on_schedule(env: Any) -> None:
     function_id = target["Arn"]["Fn::GetAtt"][0]
     function = template["Resources"][function_id]["Properties"]
     assert function["Handler"] == "lambdas.bootstrap.handler.on_event"
-    assert function["Environment"]["Variables"]["CDCLAKE_ENVIRONMENT"] == env.config.env
+    assert function["Environment"]["Variables"]["METRICS_ENVIRONMENT"] == env.config.env
 
 
 def test_database_security_group_only_from_named_groups(env: Any) -> None:
