@@ -125,9 +125,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     """The one local SparkSession (embedded Hive metastore) shared by every Spark test."""
     from cdclake_merge.session import local_session
 
-    session = local_session(
-        tmp_path_factory.mktemp("spark-warehouse"), app_name="cdclake-tests", java_options=""
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        # It lives the whole run: it keeps the optimising compiler the processes tests start
+        # go without (JAVA_OPTIONS_ENV, above), which they still inherit after this.
+        patch.setenv(JAVA_OPTIONS_ENV, "")
+        session = local_session(
+            tmp_path_factory.mktemp("spark-warehouse"), app_name="cdclake-tests"
+        )
     yield session
     session.stop()
 

@@ -236,9 +236,9 @@ def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
     assert started.stdout.strip() == "set"
 
 
-def test_local_session_java_options_given_override_the_environment(spark: Any) -> None:
-    """The shared session is started with ``java_options=""``: it keeps the optimising
-    compiler the environment takes from the processes the tests start (tests/conftest.py)."""
+def test_local_session_shared_session_keeps_the_optimising_compiler(spark: Any) -> None:
+    """The shared session is started without ``JAVA_OPTIONS_ENV``'s options: it keeps the
+    optimising compiler the environment takes from the processes the tests start."""
     import os
 
     from cdclake_merge.session import JAVA_OPTIONS_ENV

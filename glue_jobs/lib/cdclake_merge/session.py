@@ -80,16 +80,14 @@ def spark_jars() -> list[Path]:
     return jars
 
 
-def local_session(
-    warehouse: str | Path, *, app_name: str = "cdclake", java_options: str | None = None
-) -> SparkSession:
+def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkSession:
     """A small local session whose tables live under ``warehouse``.
 
     The catalog is the metastore service at ``$CDCLAKE_METASTORE_URI`` when set, else an
     embedded Derby one under ``warehouse``. :data:`SPARK_CONF` as on Glue, plus what only a
     laptop needs. Shuffle partitions are kept low: local runs are small, and 200 tiny tasks
-    cost more than they save. ``java_options`` are added to the driver JVM's own (default:
-    ``$CDCLAKE_DRIVER_JAVA_OPTIONS``).
+    cost more than they save. ``$CDCLAKE_DRIVER_JAVA_OPTIONS`` is added to the driver JVM's
+    own options (a profiler, a compiler setting).
     """
     from pyspark.sql import SparkSession
 
@@ -100,8 +98,7 @@ def local_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = spark_jars()
     metastore = warehouse / "metastore_db"
-    if java_options is None:
-        java_options = os.environ.get(JAVA_OPTIONS_ENV, "")
+    java_options = os.environ.get(JAVA_OPTIONS_ENV, "")
     builder = (
         SparkSession.builder.master(os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]"))
         .appName(app_name)
