@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig, rds_ca_bundle
+from connectors.configs import broker_count, replication_factor
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.kafka_connectors import KafkaConnectors
@@ -32,7 +33,15 @@ class CaptureStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
 
-        self.kafka = KafkaCluster(self, "Kafka", config=config, vpc=vpc)
+        self.kafka = KafkaCluster(
+            self,
+            "Kafka",
+            msk_config=config.msk,
+            cluster_name=config.resource_name("msk"),
+            brokers=broker_count(config),
+            replication_factor=replication_factor(config),
+            vpc=vpc,
+        )
         self.msk_cluster = self.kafka.cluster
 
         # The connectors: Debezium into MSK, S3 sink out to the change-file bucket. A context

@@ -110,6 +110,8 @@ class FanOutStack(cdk.Stack):
             retain=retain,
         )
         self.fanout_function = self.fanout.function
+        self.event_bus.grant_put_events_to(self.fanout_function)
+        self.encryption_key.grant_encrypt_decrypt(self.fanout_function)
 
         # Consumers: rules into SQS (and HTTP endpoints).
         self.event_consumers = EventConsumers(

@@ -115,8 +115,6 @@ class FanOut(Construct):
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             },
         )
-        bus.grant_put_events_to(self.function)
-        encryption_key.grant_encrypt_decrypt(self.function)
         self.claim_check_bucket.grant_put(self.function, "claim-check/*")
 
         # One mapping per stream: bisect poison batches, bounded retries and age, then the queue.

@@ -17,8 +17,7 @@ from aws_cdk import aws_msk as msk
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
-from connectors.configs import broker_count, replication_factor
+from cdclake.config import MskConfig
 from stacks.components.log_storage import log_group
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 
@@ -27,11 +26,20 @@ IAM_TLS_PORT = 9098  # brokers' SASL/IAM listener inside the VPC
 
 class KafkaCluster(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, vpc: ec2.IVpc
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        msk_config: MskConfig,
+        cluster_name: str,
+        brokers: int,
+        replication_factor: int,
+        vpc: ec2.IVpc,
     ) -> None:
+        """``brokers`` in all (``brokers_per_az`` in each AZ); ``replication_factor`` of the
+        topics the brokers' defaults create (connectors.configs derives both from config)."""
         super().__init__(scope, construct_id)
-        self.config = config
-        self.cluster_name = config.resource_name("msk")
+        self.cluster_name = cluster_name
 
         # Customer-managed key for broker volumes.
         self.encryption_key = kms.Key(
@@ -55,7 +63,7 @@ class KafkaCluster(Construct):
         self.log_group = log_group(self, "BrokerLogs")
 
         # Server properties: no auto-created topics, durable defaults sized to the broker count.
-        rf = replication_factor(config)
+        rf = replication_factor
         server_properties = "\n".join(
             [
                 "auto.create.topics.enable=false",
@@ -70,7 +78,7 @@ class KafkaCluster(Construct):
             self,
             "Configuration",
             name=self.cluster_name,
-            kafka_versions_list=[config.msk.kafka_version],
+            kafka_versions_list=[msk_config.kafka_version],
             server_properties=server_properties,
         )
 
@@ -80,16 +88,16 @@ class KafkaCluster(Construct):
             self,
             "Cluster",
             cluster_name=self.cluster_name,
-            kafka_version=config.msk.kafka_version,
-            number_of_broker_nodes=broker_count(config),
+            kafka_version=msk_config.kafka_version,
+            number_of_broker_nodes=brokers,
             enhanced_monitoring="PER_BROKER",
             broker_node_group_info=msk.CfnCluster.BrokerNodeGroupInfoProperty(
                 client_subnets=subnets.subnet_ids,
-                instance_type=config.msk.broker_instance_type,
+                instance_type=msk_config.broker_instance_type,
                 security_groups=[self.security_group.security_group_id],
                 storage_info=msk.CfnCluster.StorageInfoProperty(
                     ebs_storage_info=msk.CfnCluster.EBSStorageInfoProperty(
-                        volume_size=config.msk.broker_volume_gib
+                        volume_size=msk_config.broker_volume_gib
                     )
                 ),
             ),
@@ -124,7 +132,7 @@ class KafkaCluster(Construct):
         self.cluster_arn = self.cluster.attr_arn
 
         # CloudFormation has no attribute for the bootstrap string: read it once per cluster.
-        brokers = cr.AwsCustomResource(
+        bootstrap = cr.AwsCustomResource(
             self,
             "BootstrapBrokers",
             on_update=cr.AwsSdkCall(
@@ -137,7 +145,7 @@ class KafkaCluster(Construct):
             policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.cluster_arn]),
             install_latest_aws_sdk=False,
         )
-        self.bootstrap_brokers = brokers.get_response_field("BootstrapBrokerStringSaslIam")
+        self.bootstrap_brokers = bootstrap.get_response_field("BootstrapBrokerStringSaslIam")
 
     def allow_clients(self, peer: ec2.ISecurityGroup, description: str) -> None:
         """Let a client security group reach the IAM/TLS listener (and only that)."""
