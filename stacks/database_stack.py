@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig, rds_ca_bundle
+from cdclake.replication import bootstrap_spec
 from stacks.components.database import DATABASE_PORT, Database
 from stacks.components.database_alarms import DatabaseAlarms
 from stacks.components.operator_access import OperatorAccess
@@ -64,8 +65,11 @@ class DatabaseStack(cdk.Stack):
         self.bootstrap = ReplicationBootstrap(
             self,
             "ReplicationBootstrap",
-            config=config,
+            database=config.database,
+            spec=bootstrap_spec(config),
+            environment=config.env,
             vpc=vpc,
+            vpc_cidr=config.network.cidr,
             cluster=self.cluster,
             master_secret=self.database.master_secret,
             encryption_key=self.encryption_key,

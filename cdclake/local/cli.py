@@ -110,7 +110,6 @@ def reconcile(env: EnvOption = "local", state_dir: StateOption = None) -> None:
         result = _stack(env, state_dir).reconcile()
     except StackError as exc:
         fail(str(exc))
-        return
     missing = result.bootstrap.missing_tables
     console.print(f"published: {', '.join(result.bootstrap.published_tables)}", highlight=False)
     if missing:
@@ -133,5 +132,4 @@ def down(
         stopped = _stack(env, state_dir).down(purge=purge)
     except StackError as exc:
         fail(str(exc))
-        return
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}", highlight=False)

@@ -18,8 +18,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
-from cdclake.replication import bootstrap_spec
+from cdclake.config import DatabaseConfig
+from cdclake.replication import BootstrapPayload
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge, managed_policy_finding
@@ -46,24 +46,27 @@ class ReplicationBootstrap(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        database: DatabaseConfig,
+        spec: BootstrapPayload,
+        environment: str,
         vpc: ec2.IVpc,
+        vpc_cidr: str,
         cluster: rds.DatabaseCluster,
         master_secret: secretsmanager.ISecret,
         encryption_key: kms.IKey,
         alarm_topic: sns.ITopic,
         rds_ca_bundle: Path | None,
     ) -> None:
-        """``rds_ca_bundle``: the RDS CA bundle the function verifies Aurora with (shipped in a
-        layer); None when the config opts out of verifying."""
+        """``spec``: what the bootstrap makes (``cdclake.replication.bootstrap_spec``);
+        ``environment`` names the Environment dimension of its metric; ``rds_ca_bundle``: the
+        RDS CA bundle the function verifies Aurora with (shipped in a layer), None when the
+        config opts out of verifying."""
         super().__init__(scope, construct_id)
-        replication = config.database.replication
+        replication = database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
         # Long-lived environments keep what outlives a stack: secrets, failed events.
         keep = (
-            cdk.RemovalPolicy.RETAIN
-            if config.database.deletion_protection
-            else cdk.RemovalPolicy.DESTROY
+            cdk.RemovalPolicy.RETAIN if database.deletion_protection else cdk.RemovalPolicy.DESTROY
         )
         bundle = rds_ca_bundle
 
@@ -72,7 +75,7 @@ class ReplicationBootstrap(Construct):
             self,
             "ReplicationSecret",
             username=replication.user,
-            dbname=config.database.name,
+            dbname=database.name,
             encryption_key=encryption_key,
         )
         secret.apply_removal_policy(keep)
@@ -87,14 +90,13 @@ class ReplicationBootstrap(Construct):
             allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(
-            ec2.Peer.ipv4(config.network.cidr), ec2.Port.tcp(443), "VPC endpoints"
+            ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "VPC endpoints"
         )
         cluster.connections.allow_default_port_from(self.security_group, "Replication bootstrap")
 
-        spec = bootstrap_spec(config)
         properties = {
             "Spec": json.dumps(spec, sort_keys=True),
-            "Database": config.database.name,
+            "Database": database.name,
             "MasterSecretArn": master_secret.secret_arn,
             "ReplicationSecretArn": self.replication_secret.secret_arn,
         }
@@ -129,7 +131,7 @@ class ReplicationBootstrap(Construct):
             environment={
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
-                "METRICS_ENVIRONMENT": config.env,
+                "METRICS_ENVIRONMENT": environment,
                 **tls,
             },
             log_group=log_group(self, "FunctionLogs"),
