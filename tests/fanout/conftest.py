@@ -44,9 +44,12 @@ def aws_env(moto_endpoint: str) -> Iterator[None]:
         patch.setenv("POWERTOOLS_SERVICE_NAME", "fanout-test")
         from lambdas.fanout import handler
 
+        # A fresh execution environment: its clients and its settings (read once per one).
         handler.client.cache_clear()
+        handler.settings.cache_clear()
         yield
         handler.client.cache_clear()
+        handler.settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -63,13 +63,16 @@ def run(templates: dict[str, Any], world: World, moto_iam: MotoIam, account: str
         drain(sqs, world.observer_queue)
         response: Any = None
         with principal(moto_iam, keys, gate, environment):
+            # A fresh execution environment: its clients and its settings (read once per one).
             handler.client.cache_clear()
+            handler.settings.cache_clear()
             try:
                 response = handler.handler(kinesis_event(BATCH), lambda_context("fanout"))
             except BatchProcessingError as exc:  # every record failed: Lambda retries them all
                 response = repr(exc)
             finally:
                 handler.client.cache_clear()
+                handler.settings.cache_clear()
         delivered = drain(sqs, world.observer_queue)
         ok = response == {"batchItemFailures": []} and len(delivered) == len(BATCH)
         return Run(ok, gate.calls, {"response": response, "delivered": delivered})
