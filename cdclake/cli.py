@@ -18,7 +18,7 @@ from rich.table import Table
 
 from cdclake.dispatch import dispatch_command
 from cdclake.doctor import doctor
-from cdclake.errors import fail, run
+from cdclake.errors import error_line, fail, one_line, run
 from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
@@ -205,7 +205,7 @@ def merge(
         except ValueError as exc:  # the table exists with another key, type or partitioning
             fail(str(exc), 2)
         except RuntimeError as exc:
-            fail(" ".join(str(exc).split()) or type(exc).__name__)
+            fail(error_line(exc, limit=None))
     if env is not None:
         _publish_metrics(env, source_table, result, time.monotonic() - started)
 
@@ -398,7 +398,7 @@ def demo(
         try:
             ok = run_pipeline_demo(base, seed=seed, console=Console())
         except StackError as exc:
-            fail(" ".join(str(exc).split()))
+            fail(one_line(str(exc), limit=None))
         except subprocess.CalledProcessError as exc:
             fail(f"{' '.join(exc.cmd)} failed with exit status {exc.returncode}; see {base}")
     if not ok:

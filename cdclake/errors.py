@@ -52,13 +52,14 @@ def debug_enabled() -> bool:
     return os.environ.get(DEBUG_VARIABLE, "").lower() in {"1", "true", "yes"}
 
 
-def one_line(text: str, limit: int = 400) -> str:
-    """``text`` on one line (whitespace runs made one space), at most ``limit`` characters."""
+def one_line(text: str, limit: int | None = 400) -> str:
+    """``text`` on one line (whitespace runs made one space), at most ``limit`` characters
+    (None: all of it)."""
     line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
 
 
-def error_line(exc: BaseException, limit: int = 400) -> str:
+def error_line(exc: BaseException, limit: int | None = 400) -> str:
     """An exception as one line: its message, or its type's name when it has none."""
     return one_line(str(exc), limit) or type(exc).__name__
 

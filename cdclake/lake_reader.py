@@ -24,6 +24,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cdclake.errors import one_line
+
 # The merge's metadata columns (cdclake_merge.transforms.METADATA_COLUMNS): importing that
 # module would import pyspark, which this reader exists to do without.
 METADATA_COLUMNS = ("_cdc_order", "_cdc_lsn", "_cdc_op", "_cdc_source_ts")
@@ -111,7 +113,7 @@ def read_lake(
         rows = read_live_rows(sink.root, key, list(columns.items()))
         return LakeRows(rows, key, columns, state.version, "hudi-rs")
     except Exception as exc:  # hudi-rs is the fast path; Spark reads every Hudi table
-        reason = " ".join(str(exc).split())[:200]
+        reason = one_line(str(exc), 200)
     from cdclake_merge.export import rows_as_json
 
     live = sink.read_live(factory(), state)
@@ -188,7 +190,7 @@ def _read_snapshot(table_path: str, projection: Sequence[str]) -> list[Any]:
         wanted = [*projection, *([IS_DELETED] if IS_DELETED in available else [])]
         return list(table.read(HudiReadOptions(projection=wanted)))
     except Exception as exc:  # hudi-rs raises its own error types from Rust
-        message = " ".join(str(exc).split())
+        message = one_line(str(exc), limit=None)
         raise LakeReadError(f"hudi-rs cannot read {table_path}: {message}") from None
 
 

@@ -284,7 +284,7 @@ def _replay_on_glue(
     run = wait_for_run(glue, job, str(run_id), seen=seen)
     shown["state"] = state = str(run.get("JobRunState"))
     if state != "SUCCEEDED":
-        shown["error"] = error = one_line(run.get("ErrorMessage") or "no error message")
+        shown["error"] = error = one_line(run.get("ErrorMessage") or "no error message", limit=None)
         if json_output:
             print(json.dumps(shown))
         fail(f"replay run {run_id} of Glue job {job} ended {state}: {error}")

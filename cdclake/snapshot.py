@@ -25,7 +25,7 @@ import typer
 from pg8000.native import Connection
 from rich.console import Console
 
-from cdclake.errors import fail
+from cdclake.errors import fail, one_line
 
 if TYPE_CHECKING:
     from cdclake.config import EnvironmentConfig
@@ -148,7 +148,7 @@ def snapshot(
 
         described = describe(exc)
         if described is None:
-            fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            fail(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
         else:
             fail(*described)
     for (name, signal_table), signal_id in zip(signal_tables.items(), signal_ids, strict=True):

@@ -30,6 +30,7 @@ from cdclake_merge.replay import listing
 
 COMPLETED = (".commit", ".deltacommit")
 METRIC_WINDOW = dt.timedelta(hours=3)
+ERROR_CHARS = 300  # per error of a table's row: a screen shows several
 
 
 def instant_time(instant: str) -> dt.datetime:
@@ -100,7 +101,7 @@ def table_status(
         else:
             row["version"], row["last_commit"] = 0, None
     except Exception as exc:
-        errors.append(f"table: {error_line(exc, 300)}")
+        errors.append(f"table: {error_line(exc, ERROR_CHARS)}")
         row["version"], row["last_commit"] = None, None
 
     run = state.checkpoint.get("run", {}) if state.checkpoint else {}
@@ -115,7 +116,7 @@ def table_status(
             if found is not None:
                 row["lag_seconds"], row["lag_from"] = round(found[0], 1), "cloudwatch"
         except Exception as exc:
-            errors.append(f"cloudwatch: {error_line(exc, 300)}")
+            errors.append(f"cloudwatch: {error_line(exc, ERROR_CHARS)}")
     if row["lag_seconds"] is None and newest_ms:
         row["lag_seconds"] = round(max(now.timestamp() - newest_ms / 1000, 0.0), 1)
         row["lag_from"] = "lake"
@@ -123,14 +124,14 @@ def table_status(
     try:
         row["pending_files"] = pending_count(fs, place.changes, state)
     except Exception as exc:
-        errors.append(f"change files: {error_line(exc, 300)}")
+        errors.append(f"change files: {error_line(exc, ERROR_CHARS)}")
         row["pending_files"] = None
 
     try:
         found_lines = listing(fs, place.quarantine_root, state.version)
         row["quarantined_lines"] = len(found_lines.pending)
     except Exception as exc:
-        errors.append(f"quarantine: {error_line(exc, 300)}")
+        errors.append(f"quarantine: {error_line(exc, ERROR_CHARS)}")
         row["quarantined_lines"] = None
 
     try:
@@ -140,7 +141,7 @@ def table_status(
             else local_last_run(fs, place, state)
         )
     except Exception as exc:
-        errors.append(f"last run: {error_line(exc, 300)}")
+        errors.append(f"last run: {error_line(exc, ERROR_CHARS)}")
         row["last_run"] = None
     row["errors"] = errors
     return row
@@ -232,7 +233,7 @@ def collect(
                 local_place(config, table.name) if local else aws_place(config, table.name, glue)
             )
         except (LookupError, ValueError) as exc:
-            tables.append({"table": table.name, "errors": [error_line(exc, 300)]})
+            tables.append({"table": table.name, "errors": [error_line(exc, ERROR_CHARS)]})
             continue
         # The local stack's moto answers CloudWatch too: what `cdclake merge --env local`
         # publishes there is read back the same way.
@@ -246,7 +247,7 @@ def collect(
             else msk_connectors(aws_client("kafkaconnect"), config.prefix)
         )
     except Exception as exc:
-        connectors = {"error": f"not reachable: {error_line(exc, 300)}"}
+        connectors = {"error": f"not reachable: {error_line(exc, ERROR_CHARS)}"}
     return {"env": config.env, "at": _iso(moment), "tables": tables, "connectors": connectors}
 
 

@@ -26,28 +26,13 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 def _test_rds_ca() -> str:
     """A self-made CA certificate standing in for the RDS bundle (`make rds-ca`), which CI
     does not download: every synth of the session, subprocesses included, ships it."""
-    import datetime
     import tempfile
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.hazmat.primitives import serialization
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cdc-lake test RDS CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+    from tests.bootstrap.bootstrap_helpers import self_signed_ca
+
+    cert, _ = self_signed_ca("cdc-lake test RDS CA")
     folder = Path(tempfile.mkdtemp(prefix="cdclake-test-rds-ca-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "global-bundle.pem"

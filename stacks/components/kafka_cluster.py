@@ -63,12 +63,11 @@ class KafkaCluster(Construct):
         self.log_group = log_group(self, "BrokerLogs")
 
         # Server properties: no auto-created topics, durable defaults sized to the broker count.
-        rf = replication_factor
         server_properties = "\n".join(
             [
                 "auto.create.topics.enable=false",
-                f"default.replication.factor={rf}",
-                f"min.insync.replicas={max(1, rf - 1)}",
+                f"default.replication.factor={replication_factor}",
+                f"min.insync.replicas={max(1, replication_factor - 1)}",
                 "num.partitions=1",
                 "unclean.leader.election.enable=false",
                 "",

@@ -52,7 +52,6 @@ from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge_wildcards
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # MSK Connect's own topics and groups (configs, status, default offsets, the worker group):
 # AWS pages name both prefixes, so both are granted.
 MSK_CONNECT_INTERNAL = ["__amazon_msk_connect_*", "__msk_connect_*"]
@@ -74,7 +73,7 @@ def plugin_location(
 
     ``setting`` names where the location came from in the one-line error.
     """
-    source = plugin_source(location, setting=setting, repo_root=REPO_ROOT)
+    source = plugin_source(location, setting=setting)
     if isinstance(source, tuple):
         bucket, key = source
         return PluginLocation(bucket, key, f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}", location)

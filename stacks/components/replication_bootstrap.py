@@ -68,7 +68,6 @@ class ReplicationBootstrap(Construct):
         keep = (
             cdk.RemovalPolicy.RETAIN if database.deletion_protection else cdk.RemovalPolicy.DESTROY
         )
-        bundle = rds_ca_bundle
 
         # The replication role's own secret, completed with host/port/engine by the attachment.
         secret = rds.DatabaseSecret(
@@ -104,16 +103,18 @@ class ReplicationBootstrap(Construct):
         # is the package folder as the repository keeps it.
         tls: dict[str, str] = {"DATABASE_TLS_VERIFY": "false"}
         layers: list[lambda_.ILayerVersion] = []
-        if bundle is not None:
+        if rds_ca_bundle is not None:
             self.ca_layer = lambda_.LayerVersion(
                 self,
                 "RdsCaBundle",
-                code=lambda_.Code.from_asset(str(bundle.parent), exclude=["*", f"!{bundle.name}"]),
+                code=lambda_.Code.from_asset(
+                    str(rds_ca_bundle.parent), exclude=["*", f"!{rds_ca_bundle.name}"]
+                ),
                 compatible_runtimes=[RUNTIME],
                 description="RDS CA bundle: the bootstrap verifies Aurora's certificate",
             )
             layers.append(self.ca_layer)
-            tls = {"RDS_CA_BUNDLE": f"/opt/{bundle.name}"}
+            tls = {"RDS_CA_BUNDLE": f"/opt/{rds_ca_bundle.name}"}
         self.function = lambda_.Function(
             self,
             "Function",

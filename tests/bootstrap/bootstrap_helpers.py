@@ -131,6 +131,32 @@ class TlsServer:
     proc: Any  # cdclake.local.processes.Tracked
 
 
+def self_signed_ca(common_name: str) -> tuple[Any, Any]:
+    """A self-made CA valid for a day: (certificate, private key), cryptography's objects."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
 def tls_files(folder: Path) -> tuple[Path, Path, Path]:
     """A CA certificate and a server certificate (127.0.0.1, localhost) it signed, and the
     server's key: (ca, certificate, key)."""
@@ -142,26 +168,14 @@ def tls_files(folder: Path) -> tuple[Path, Path, Path]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
+    ca, ca_key = self_signed_ca("cdc-lake test TLS CA")
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cdc-lake test TLS CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
     key = ec.generate_private_key(ec.SECP256R1())
     names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
+        .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(2)
         .not_valid_before(now)
@@ -235,10 +249,10 @@ def start_tls_server(folder: Path) -> TlsServer:
         argv += ["-c", f"{name}={value}"]
     proc = processes.spawn("tls-postgres", argv, log=folder / "postgres.log", user=user)
     socket = str(sockets / f".s.PGSQL.{port}")
-    processes.wait_for(
-        "PostgreSQL with TLS",
-        lambda: Connection(user="postgres", unix_sock=socket, database="postgres").close() is None,
-        timeout=60,
-        proc=proc,
-    )
+
+    def accepts_connections() -> bool:  # a refusal raises: wait_for tries again
+        Connection(user="postgres", unix_sock=socket, database="postgres").close()
+        return True
+
+    processes.wait_for("PostgreSQL with TLS", accepts_connections, timeout=60, proc=proc)
     return TlsServer(port=port, socket=socket, ca_bundle=str(ca), password=password, proc=proc)
