@@ -80,7 +80,12 @@ def refresh(
     """
     failed: list[str] = []
     restarted = redeployed = 0
-    arns = connector_arns(kafkaconnect, names) if names else {}
+    try:
+        arns = connector_arns(kafkaconnect, names) if names else {}
+    except Exception as exc:  # no connector can be restarted; the services still can
+        logger.exception("connectors not listed")
+        failed.append(f"connectors not listed: {exc}")
+        names, arns = [], {}
     for name in names:
         if name not in arns:
             logger.warning("connector not found, nothing to restart", extra={"connector": name})

@@ -151,3 +151,29 @@ def test_credential_refresh_failed_restart_others_still_restarted_then_fails(
                 "2026-11-23T09:00:00Z",
             )
         ecs_stub.assert_no_pending_responses()
+
+
+def test_credential_refresh_connectors_not_listed_service_still_redeployed_then_fails(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    # The whole ListConnectors call refused, not one connector: the service is still redeployed.
+    stub.add_client_error("list_connectors", "AccessDeniedException", "not allowed")
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        ecs_stub.add_response(
+            "update_service",
+            {},
+            {"cluster": "fanout", "service": "debezium-server", "forceNewDeployment": True},
+        )
+        with pytest.raises(
+            RefreshFailed, match=r"1 not restarted: connectors not listed: .*Denied"
+        ):
+            refresh(
+                client,
+                ecs,
+                ["cdclake-dev-debezium-source"],
+                [{"cluster": "fanout", "service": "debezium-server"}],
+                "2026-11-23T09:00:00Z",
+            )
+        ecs_stub.assert_no_pending_responses()
