@@ -86,6 +86,12 @@ class GlueJobSizing(_Model):
     )
 
 
+def resource_name(prefix: str, *parts: str) -> str:
+    """``<prefix>-<part>-...``: the physical name of an environment's resource, for a construct
+    given its environment's prefix (:meth:`EnvironmentConfig.resource_name` for the rest)."""
+    return "-".join((prefix, *parts))
+
+
 def merge_job_prefix(prefix: str) -> str:
     """What every merge job name of an environment starts with (and nothing else's does)."""
     return f"{prefix}-merge-"
@@ -602,7 +608,7 @@ class EnvironmentConfig(_Model):
 
     def resource_name(self, *parts: str) -> str:
         """Physical-name helper: ``<prefix>-<part>-...``, for resources that need a name."""
-        return "-".join((self.prefix, *parts))
+        return resource_name(self.prefix, *parts)
 
 
 def _format_error(path: Path, error: ValidationError) -> str:

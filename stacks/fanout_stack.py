@@ -12,10 +12,10 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from cdclake.config import EnvironmentConfig, rds_ca_bundle
-from connectors.configs import topic_name
+from connectors.configs import DEBEZIUM_SERVER_RDS_CA, debezium_server_properties, topic_name
 from stacks.components.change_streams import ChangeStreams
 from stacks.components.database_access import allow_database_from, database_endpoint
-from stacks.components.debezium_server import DebeziumServer
+from stacks.components.debezium_server import OFFSETS_FILE, DebeziumServer
 from stacks.components.event_bus import ChangeEventBus
 from stacks.components.event_consumers import EventConsumers
 from stacks.components.fanout_function import FanOut
@@ -74,19 +74,49 @@ class FanOutStack(cdk.Stack):
         self.debezium_server = DebeziumServer(
             self,
             "DebeziumServer",
-            config=config,
-            vpc=vpc,
-            encryption_key=self.encryption_key,
-            database=database_endpoint(database),
-            database_secret_arn=database.replication_secret.secret_arn,
-            database_key=database.encryption_key,
-            streams={
-                topic_name(config, config.table(name)): stream
+            server=config.debezium_server,
+            prefix=config.prefix,
+            properties=debezium_server_properties(
+                config,
+                database=database_endpoint(database),
+                offsets_file=OFFSETS_FILE,
+                rds_ca=DEBEZIUM_SERVER_RDS_CA,
+            ),
+            stream_names={
+                topic_name(config, config.table(name)): stream.stream_name
                 for name, stream in self.kinesis_streams.items()
             },
+            vpc=vpc,
+            encryption_key=self.encryption_key,
+            database_secret_arn=database.replication_secret.secret_arn,
             rds_ca_bundle=rds_ca_bundle(config),
         )
         allow_database_from(database, self.debezium_server.security_group, "Debezium Server")
+        # Identity policies by ARN: no edits to the database stack's key policy (no cycle).
+        if database.encryption_key is not None:
+            self.debezium_server.task_definition.obtain_execution_role().add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"], resources=[database.encryption_key.key_arn]
+                )
+            )
+        # Exactly what the Kinesis sink does (tests/iam records it): one PutRecord per change,
+        # for which Kinesis asks the stream's key for a data key. CDK's grant_write would add
+        # PutRecords, ListShards, kms:Encrypt and kms:ReEncrypt*, none of which it uses.
+        server_role = self.debezium_server.task_definition.task_role
+        server_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PutChanges",
+                actions=["kinesis:PutRecord"],
+                resources=[stream.stream_arn for stream in streams],
+            )
+        )
+        server_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptChanges",
+                actions=["kms:GenerateDataKey"],
+                resources=[self.encryption_key.key_arn],
+            )
+        )
 
         # The bus and its archive.
         self.change_bus = ChangeEventBus(

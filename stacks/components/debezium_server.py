@@ -3,7 +3,8 @@
 Offsets are kept in a file on EFS (Debezium's FileOffsetBackingStore): they survive task
 restarts and replacements, need no extra database objects or grants, and the single-task
 service (never two tasks at once) is the only writer. The database user and password come
-from Secrets Manager as ECS secrets; everything else is plain configuration from config.
+from Secrets Manager as ECS secrets; everything else is the plain configuration the composing stack
+derives from config (``connectors.configs.debezium_server_properties``).
 
 The RDS CA bundle (``database.sslrootcert``) is an S3 asset: ECS mounts no S3 object, and the
 Debezium image is used as published, so a short-lived AWS CLI container copies the object into
@@ -22,19 +23,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
-from connectors.configs import (
-    DEBEZIUM_SERVER_RDS_CA,
-    DatabaseEndpoint,
-    debezium_server_properties,
-    environment_variables,
-)
+from cdclake.config import DebeziumServerConfig
+from connectors.configs import DEBEZIUM_SERVER_RDS_CA, environment_variables
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 
@@ -76,23 +71,25 @@ class DebeziumServer(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EnvironmentConfig,
+        server: DebeziumServerConfig,
+        prefix: str,
+        properties: Mapping[str, str],
+        stream_names: Mapping[str, str],
         vpc: ec2.IVpc,
         encryption_key: kms.IKey,
-        database: DatabaseEndpoint,
         database_secret_arn: str,
-        database_key: kms.IKey | None,
-        streams: Mapping[str, kinesis.IStream],
         rds_ca_bundle: Path | None,
     ) -> None:
-        """``streams``: the Kinesis stream of each captured topic, by topic name.
-        ``rds_ca_bundle``: the RDS CA bundle Debezium verifies Aurora with; None when
-        ``database.tls_verify`` is false."""
+        """``properties``: Debezium Server's settings, with its offsets in :data:`OFFSETS_FILE`
+        and the RDS CA at ``DEBEZIUM_SERVER_RDS_CA``. ``stream_names``: the Kinesis stream of
+        each captured topic, by topic name. ``rds_ca_bundle``: the RDS CA bundle Debezium
+        verifies Aurora with; None when ``database.tls_verify`` is false. The task's rights on
+        the streams and the database key are the composing stack's grants."""
         super().__init__(scope, construct_id)
 
         # The task reaches the database, EFS and AWS APIs; nothing reaches the task.
         self.security_group = ec2.SecurityGroup(
-            self, "SecurityGroup", vpc=vpc, description=f"{config.prefix} Debezium Server"
+            self, "SecurityGroup", vpc=vpc, description=f"{prefix} Debezium Server"
         )
 
         # Offsets on an encrypted file system, through an access point owned by the image's user.
@@ -119,8 +116,8 @@ class DebeziumServer(Construct):
         self.task_definition = ecs.FargateTaskDefinition(
             self,
             "Task",
-            cpu=config.debezium_server.cpu,
-            memory_limit_mib=config.debezium_server.memory_mib,
+            cpu=server.cpu,
+            memory_limit_mib=server.memory_mib,
             runtime_platform=ecs.RuntimePlatform(
                 cpu_architecture=ecs.CpuArchitecture.X86_64,
                 operating_system_family=ecs.OperatingSystemFamily.LINUX,
@@ -155,19 +152,10 @@ class DebeziumServer(Construct):
         secret = secretsmanager.Secret.from_secret_complete_arn(
             self, "ReplicationSecret", database_secret_arn
         )
-        properties = stream_routes(
-            debezium_server_properties(
-                config,
-                database=database,
-                offsets_file=OFFSETS_FILE,
-                rds_ca=DEBEZIUM_SERVER_RDS_CA,
-            ),
-            {topic: stream.stream_name for topic, stream in streams.items()},
-        )
         self.container = self.task_definition.add_container(
             "debezium",
-            image=ecs.ContainerImage.from_registry(config.debezium_server.image),
-            environment=environment_variables(properties),
+            image=ecs.ContainerImage.from_registry(server.image),
+            environment=environment_variables(stream_routes(properties, stream_names)),
             secrets={
                 "DEBEZIUM_SOURCE_DATABASE_USER": ecs.Secret.from_secrets_manager(
                     secret, "username"
@@ -194,29 +182,6 @@ class DebeziumServer(Construct):
         )
         if rds_ca_bundle is not None:
             self._ship_rds_ca(rds_ca_bundle)
-        if database_key is not None:
-            self.task_definition.obtain_execution_role().add_to_principal_policy(
-                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[database_key.key_arn])
-            )
-        # Exactly what the Kinesis sink does (tests/iam records it): one PutRecord per change,
-        # for which Kinesis asks the stream's key for a data key. CDK's grant_write would add
-        # PutRecords, ListShards, kms:Encrypt and kms:ReEncrypt*, none of which it uses.
-        role = self.task_definition.task_role
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="PutChanges",
-                actions=["kinesis:PutRecord"],
-                resources=[stream.stream_arn for stream in streams.values()],
-            )
-        )
-        keys = {id(s.encryption_key): s.encryption_key for s in streams.values()}
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="EncryptChanges",
-                actions=["kms:GenerateDataKey"],
-                resources=[key.key_arn for key in keys.values() if key is not None],
-            )
-        )
 
         # Exactly one task: a replication slot has one reader, and the offsets file one writer.
         self.service = ecs.FargateService(

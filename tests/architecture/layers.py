@@ -73,10 +73,15 @@ def imports() -> dict[str, set[str]]:
     return graph
 
 
-def third_party(module: str) -> set[str]:
+def imported_names(module: str) -> set[str]:
+    """Every dotted name ``module`` imports, ours or not (``cdclake.config.TableConfig``)."""
     path = modules()[module]
-    tree = ast.parse(path.read_text())
-    return {name.split(".")[0] for name in _imported(tree, module, path.name == "__init__.py")}
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return set(_imported(tree, module, path.name == "__init__.py"))
+
+
+def third_party(module: str) -> set[str]:
+    return {name.split(".")[0] for name in imported_names(module)}
 
 
 def layer_of(module: str) -> int:

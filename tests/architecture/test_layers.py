@@ -7,6 +7,7 @@ from tests.architecture.layers import (
     FOUNDATION_FORBIDDEN,
     LAYERS,
     cycles,
+    imported_names,
     imports,
     layer_of,
     modules,
@@ -42,3 +43,15 @@ def test_layers_sink_contract_does_not_import_its_implementation() -> None:
 def test_layers_every_module_has_a_layer() -> None:
     for module in modules():
         layer_of(module)  # raises for a module outside every layer
+
+
+def test_layers_constructs_take_no_whole_environment() -> None:
+    # A construct takes the config section it uses or typed values, the stacks the whole
+    # environment: a construct importing EnvironmentConfig is one that could take it.
+    takers = [
+        module
+        for module in modules()
+        if module.startswith("stacks.components.")
+        and "cdclake.config.EnvironmentConfig" in imported_names(module)
+    ]
+    assert takers == []
