@@ -39,7 +39,7 @@ from typing import Any
 import boto3
 import requests
 
-from cdclake.config import ConsumerConfig, EnvironmentConfig
+from cdclake.config import REPO_ROOT, ConsumerConfig, EnvironmentConfig
 from cdclake.fanout_settings import (
     FAILED_RECORDS_RETENTION_DAYS,
     MAPPING,
@@ -56,7 +56,6 @@ from connectors.configs import (
     topic_name,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_LIB = REPO_ROOT / "jvm" / "lib" / "debezium-server"
 #: Processes of the fan-out, in start order (``down`` stops them before the capture stack).
 FANOUT_PROCESSES = ("debezium-server", "fanout-lambda")

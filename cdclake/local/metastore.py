@@ -29,11 +29,11 @@ from xml.sax.saxutils import escape
 
 from pg8000.native import Connection, identifier
 
+from cdclake.config import REPO_ROOT
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, JVM_OPTS, StackHandle, State, java_binary
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LIB = REPO_ROOT / "jvm" / "lib" / "hive-metastore"
 HIVE_VERSION = "3.1.3"
 DISTRIBUTION = f"hive-standalone-metastore-{HIVE_VERSION}-bin.tar.gz"

@@ -38,7 +38,7 @@ from typing import Any
 import boto3
 from pg8000.native import Connection, DatabaseError, InterfaceError, identifier
 
-from cdclake.config import load_config
+from cdclake.config import REPO_ROOT, load_config
 from cdclake.local import fanout as local_fanout
 from cdclake.local import metastore as local_metastore
 from cdclake.local import processes
@@ -62,7 +62,6 @@ from lambdas.bootstrap.sql import (
     signal_incremental_snapshot,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
 JVM_LIB = REPO_ROOT / "jvm" / "lib"
 SINK_SOURCE = Path(__file__).resolve().parent / "java"

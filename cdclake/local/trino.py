@@ -28,12 +28,12 @@ from typing import Any
 
 import requests
 
+from cdclake.config import REPO_ROOT
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, StackHandle, State
 from connectors.configs import render_properties
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "jvm" / "trino" / "pom.xml"
 TRINO_LIB = REPO_ROOT / "jvm" / "lib" / "trino"
 PROCESS = "trino"

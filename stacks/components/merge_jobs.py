@@ -15,12 +15,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import LakeConfig, TableConfig, merge_job_prefix
+from cdclake.config import REPO_ROOT, LakeConfig, TableConfig, merge_job_prefix
 from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"

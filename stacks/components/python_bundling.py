@@ -14,7 +14,8 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_lambda as lambda_
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from cdclake.config import REPO_ROOT
+
 CACHE_ROOT = Path(tempfile.gettempdir()) / "cdclake-lambda-deps"
 
 
