@@ -17,6 +17,9 @@ Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Enviro
 ``METRICS_ENVIRONMENT``, as the dispatcher's): the configured tables the database does not have
 yet, which therefore are not captured.
 
+Logs are Powertools JSON lines (service ``POWERTOOLS_SERVICE_NAME``, set by the stack), with
+what a run found and did as fields; never the event, a password or a connection string.
+
 TLS to Aurora is verified against the RDS CA bundle the stack ships in a layer
 (``RDS_CA_BUNDLE``); only an environment that opts out (``database.tls_verify: false``)
 connects without verifying the server.
@@ -29,13 +32,13 @@ include list (and loaded their schemas) before the signal asks it to snapshot th
 from __future__ import annotations
 
 import json
-import logging
 import os
 import ssl
 from typing import Any
 
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from pg8000.native import Connection, DatabaseError, InterfaceError
 
 from lambdas.bootstrap.sql import (
@@ -47,10 +50,10 @@ from lambdas.bootstrap.sql import (
     teardown,
 )
 
-LOG = logging.getLogger()
-LOG.setLevel(logging.INFO)
-# No service dimension: alarms match exactly {Environment}.
-metrics = Metrics(namespace="CdcLake")
+logger = Logger()
+# No service dimension: alarms match exactly {Environment}. An explicit empty service keeps
+# POWERTOOLS_SERVICE_NAME (the logger's) from adding one.
+metrics = Metrics(namespace="CdcLake", service="")
 SNAPSHOT_SIGNAL = "Custom::SnapshotSignal"
 
 
@@ -97,7 +100,11 @@ def _can_login(secret: dict[str, Any], database: str) -> bool:
     try:
         connect(secret, database).close()
     except (InterfaceError, DatabaseError) as exc:
-        LOG.info("replication user cannot log in with its secret yet (%s)", type(exc).__name__)
+        # The type only: the driver's message is not vetted for what it quotes.
+        logger.info(
+            "replication user cannot log in with its secret yet",
+            extra={"error": type(exc).__name__},
+        )
         return False
     return True
 
@@ -135,16 +142,20 @@ def _run(
     finally:
         conn.close()
     if signals:
-        LOG.info("incremental snapshot signalled for %s: %s", result.joined_tables, signals)
-    LOG.info(
-        "bootstrap done: role_created=%s password_set=%s publication_changed=%s "
-        "published=%s missing=%s replica_identity_changed=%s",
-        result.role_created,
-        result.password_set,
-        result.publication_changed,
-        result.published_tables,
-        result.missing_tables,
-        result.replica_identity_changed,
+        logger.info(
+            "incremental snapshot signalled",
+            extra={"tables": result.joined_tables, "signals": signals},
+        )
+    logger.info(
+        "bootstrap done",
+        extra={
+            "role_created": result.role_created,
+            "password_set": result.password_set,
+            "publication_changed": result.publication_changed,
+            "published": result.published_tables,
+            "missing": result.missing_tables,
+            "replica_identity_changed": result.replica_identity_changed,
+        },
     )
     metrics.add_dimension(name="Environment", value=os.environ["METRICS_ENVIRONMENT"])
     metrics.add_metric(
@@ -188,14 +199,14 @@ def delete(props: dict[str, Any], physical_id: str) -> dict[str, Any]:
     """Keep data objects unless the spec says ``drop_objects_on_delete``."""
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
     if not spec.drop_objects_on_delete:
-        LOG.info("delete: keeping publication, CDC tables and role (drop_objects_on_delete off)")
+        logger.info("delete: keeping publication, CDC tables and role (drop_objects_on_delete off)")
         return {"PhysicalResourceId": physical_id}
     conn = connect(read_secret(props["MasterSecretArn"]), props["Database"])
     try:
         dropped = teardown(conn, spec)
     finally:
         conn.close()
-    LOG.info("delete: dropped %s", dropped)
+    logger.info("delete: dropped", extra={"dropped": dropped})
     return {"PhysicalResourceId": physical_id}
 
 
@@ -212,22 +223,29 @@ def signal_new_tables(props: dict[str, Any], old_props: dict[str, Any]) -> dict[
             joined = [t for t in added if t in published]
             if joined:
                 signal_id = signal_incremental_snapshot(conn, props["SignalTable"], joined)
-                LOG.info("incremental snapshot %s signalled for %s", signal_id, joined)
+                logger.info(
+                    "incremental snapshot signalled",
+                    extra={"signal_id": signal_id, "tables": joined},
+                )
         finally:
             conn.close()
     not_published = [t for t in added if t not in joined]
     if not_published:
-        LOG.warning("not in the publication yet, so not snapshotted: %s", not_published)
+        logger.warning(
+            "not in the publication yet, so not snapshotted", extra={"tables": not_published}
+        )
     return {
         "PhysicalResourceId": f"{props['Database']}/snapshot-signal",
         "Data": {"SignalledTables": ",".join(joined)},
     }
 
 
-def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+@logger.inject_lambda_context
+def on_event(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Provider-framework entry point (the framework talks to CloudFormation)."""
     request = event["RequestType"]
-    LOG.info("request %s", request)  # never the event: it carries secret ARNs only, but be terse
+    # Never the event: it carries secret ARNs only, but be terse.
+    logger.info("request", extra={"request_type": request})
     if event.get("ResourceType") == SNAPSHOT_SIGNAL:
         # A first deploy's initial snapshot reads every table: only updates add tables.
         if request == "Update":

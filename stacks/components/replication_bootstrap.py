@@ -133,6 +133,8 @@ class ReplicationBootstrap(Construct):
                 # Lets `aws lambda invoke --payload '{"RequestType":"Reconcile"}'` re-run it.
                 "BOOTSTRAP_PROPERTIES": cdk.Stack.of(self).to_json_string(properties),
                 "METRICS_ENVIRONMENT": environment,
+                # The logger's service, as the Powertools functions get theirs.
+                "POWERTOOLS_SERVICE_NAME": "replication-bootstrap",
                 **tls,
             },
             log_group=log_group(self, "FunctionLogs"),

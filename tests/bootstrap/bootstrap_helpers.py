@@ -1,5 +1,5 @@
 """Helpers of the replication bootstrap tests: the server settings Aurora's logical replication
-turns on, the application's schema, and one scratch database per test."""
+turns on, the application's schema, one scratch database per test, and Lambda's context."""
 
 from __future__ import annotations
 
@@ -33,6 +33,19 @@ CREATE TABLE public.order_lines (order_id bigint, line_no int, sku text,
                                  PRIMARY KEY (order_id, line_no));
 CREATE TABLE public.audit_log (id bigserial PRIMARY KEY, message text);
 """
+
+
+@dataclass(frozen=True)
+class FakeContext:
+    """What Powertools' ``inject_lambda_context`` reads of Lambda's context object."""
+
+    function_name: str = "bootstrap"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:bootstrap"
+    aws_request_id: str = "req-1"
+
+
+CONTEXT = FakeContext()
 
 
 class Database:

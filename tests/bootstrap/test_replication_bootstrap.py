@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import json
 import os
 import ssl
 import struct
+from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from pg8000.native import Connection, DatabaseError, InterfaceError
 from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import TableSpec
 from tests.bootstrap.bootstrap_helpers import (
+    CONTEXT,
     FANOUT,
     FANOUT_SIGNAL,
     LAKE,
@@ -260,6 +265,81 @@ def test_bootstrap_missing_tables_published_as_metric(
     assert (directive["Namespace"], directive["Dimensions"]) == ("CdcLake", [["Environment"]])
 
 
+def load_handler(name: str) -> ModuleType:
+    """A fresh copy of the handler module, reading the environment as a new Lambda does."""
+    spec = importlib.util.spec_from_file_location(name, handler.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bootstrap_missing_tables_metric_under_service_name_keeps_environment_dimension_only(
+    database: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stack names the logger's service (POWERTOOLS_SERVICE_NAME); Powertools' metrics
+    # would add it as a dimension, and the MissingTables alarm matches {Environment} exactly.
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "replication-bootstrap")
+    monkeypatch.setenv("METRICS_ENVIRONMENT", "dev")
+    with capsys.disabled():  # its logger writes where the session's output goes, as handler's
+        deployed = load_handler("_bootstrap_handler_with_service_name")
+    monkeypatch.setattr(deployed, "read_secret", database.read_secret)
+    monkeypatch.setattr(deployed, "connect", database.connect)
+    tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
+    capsys.readouterr()
+
+    deployed.create(database.props(database.spec(tables)))
+
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert [(m["MissingTables"], m["Environment"]) for m in emf] == [([1.0], "dev")]
+    assert "service" not in emf[0]
+    assert emf[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Environment"]]
+
+
+@pytest.fixture
+def handler_log() -> Iterator[io.StringIO]:
+    """What the handler's Powertools logger writes from now on (one JSON object a line)."""
+    stream = io.StringIO()
+    previous = handler.logger.logger_handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.logger.logger_handler.setStream(previous)
+
+
+def test_on_event_rotated_password_update_logs_json_fields_without_passwords(
+    database: Database, handler_log: io.StringIO
+) -> None:
+    tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
+    props = database.props(database.spec(tables))
+    handler.create(props)
+    old_password = database.secrets["replication"]["password"]
+    database.secrets["replication"]["password"] = "second-Pa55word'with\"quotes"
+    handler_log.truncate(0)
+    handler_log.seek(0)
+
+    handler.on_event(
+        {"RequestType": "Update", "ResourceProperties": props, "OldResourceProperties": props},
+        CONTEXT,
+    )
+
+    text = handler_log.getvalue()
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line["message"] for line in lines] == [
+        "request",
+        "replication user cannot log in with its secret yet",
+        "bootstrap done",
+    ]
+    assert {line["function_request_id"] for line in lines} == {CONTEXT.aws_request_id}
+    request, cannot_log_in, done = lines
+    assert request["request_type"] == "Update"
+    assert cannot_log_in["error"] in {"DatabaseError", "InterfaceError"}
+    assert (done["password_set"], done["missing"]) == (True, ["public.not_migrated_yet"])
+    assert "public.orders" in done["published"]
+    for password in (old_password, database.secrets["replication"]["password"]):
+        assert password not in text and json.dumps(password)[1:-1] not in text
+
+
 def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:
     return {
         "Tables": json.dumps(tables),
@@ -304,7 +384,7 @@ def test_snapshot_signal_create_touches_no_database() -> None:
         "ResourceType": handler.SNAPSHOT_SIGNAL,
         "ResourceProperties": {"Tables": "[]"},
     }
-    assert handler.on_event(event) == {"PhysicalResourceId": "snapshot-signal"}
+    assert handler.on_event(event, CONTEXT) == {"PhysicalResourceId": "snapshot-signal"}
 
 
 def test_bootstrap_rds_replication_role_granted_when_present(database: Database) -> None:
@@ -361,7 +441,7 @@ def test_delete_drop_objects_removes_publication_role_and_inactive_slots(
 
 def test_on_event_unknown_request_type_raises() -> None:
     with pytest.raises(ValueError, match="unknown request type"):
-        handler.on_event({"RequestType": "Upsert", "ResourceProperties": {}})
+        handler.on_event({"RequestType": "Upsert", "ResourceProperties": {}}, CONTEXT)
 
 
 def test_on_event_physical_id_names_database_and_publication(database: Database) -> None:
@@ -474,7 +554,7 @@ def test_on_event_reconcile_runs_bootstrap_properties_from_environment(
     database.owner.run("CREATE TABLE public.late_table (id bigint PRIMARY KEY)")
     monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
 
-    response = handler.on_event({"RequestType": "Reconcile"})
+    response = handler.on_event({"RequestType": "Reconcile"}, CONTEXT)
 
     assert response["Data"]["SignalledTables"] == "public.late_table"
 
@@ -605,7 +685,7 @@ def test_on_event_reconcile_publishes_late_table_and_restores_replica_identity(
     database.owner.run("ALTER TABLE public.customers REPLICA IDENTITY DEFAULT")
     monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
 
-    handler.on_event({"RequestType": "Reconcile"})
+    handler.on_event({"RequestType": "Reconcile"}, CONTEXT)
 
     published = database.owner.run(
         "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",

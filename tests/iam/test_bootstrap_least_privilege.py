@@ -24,6 +24,7 @@ from tests.iam.iam_helpers import (
     function_environment,
     function_role,
     granting_statements,
+    lambda_context,
     logical_id,
     principal,
     role_policy,
@@ -76,7 +77,7 @@ def run(
         with principal(moto_iam, keys, gate, environment), pytest.MonkeyPatch.context() as patch:
             patch.setattr(handler, "connect", local_connect)
             try:
-                result = handler.on_event({"RequestType": "Reconcile"})
+                result = handler.on_event({"RequestType": "Reconcile"}, lambda_context("bootstrap"))
             except Exception as exc:  # the run's outcome: the denial is what is asserted
                 result = exc
         return Run(not isinstance(result, Exception), gate.calls, result)
