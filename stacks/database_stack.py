@@ -76,6 +76,10 @@ class DatabaseStack(cdk.Stack):
             alarm_topic=self.alarm_topic,
             rds_ca_bundle=rds_ca_bundle(config),
         )
+        self.cluster.connections.allow_default_port_from(
+            self.bootstrap.security_group, "Replication bootstrap"
+        )
+        self.database.master_secret.grant_read(self.bootstrap.function)
         #: Secrets Manager secret of the master user (the bootstrap's custom resources use it).
         self.master_secret = self.database.master_secret
         #: Secrets Manager secret of the replication role (username, password, host, port,

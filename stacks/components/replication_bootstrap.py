@@ -60,7 +60,8 @@ class ReplicationBootstrap(Construct):
         """``spec``: what the bootstrap makes (``cdclake.replication.bootstrap_spec``);
         ``environment`` names the Environment dimension of its metric; ``rds_ca_bundle``: the
         RDS CA bundle the function verifies Aurora with (shipped in a layer), None when the
-        config opts out of verifying."""
+        config opts out of verifying. Reaching the cluster and reading ``master_secret`` are
+        the composing stack's grants to :attr:`security_group` and :attr:`function`."""
         super().__init__(scope, construct_id)
         replication = database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -91,7 +92,6 @@ class ReplicationBootstrap(Construct):
         self.security_group.add_egress_rule(
             ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "VPC endpoints"
         )
-        cluster.connections.allow_default_port_from(self.security_group, "Replication bootstrap")
 
         properties = {
             "Spec": json.dumps(spec, sort_keys=True),
@@ -139,7 +139,6 @@ class ReplicationBootstrap(Construct):
             },
             log_group=log_group(self, "FunctionLogs"),
         )
-        master_secret.grant_read(self.function)
         self.replication_secret.grant_read(self.function)
 
         # Provider framework: retries, timeouts and the CloudFormation response for us.
