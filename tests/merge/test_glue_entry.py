@@ -236,6 +236,34 @@ def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
     assert started.stdout.strip() == "set"
 
 
+def test_local_session_hive_catalog_leaves_nothing_in_the_temp_folder(tmp_path: Path) -> None:
+    # Hive's session state made <tmp>/<session id>_resources and never removed it: one folder
+    # left behind by every local merge.
+    import os
+    import subprocess
+    import sys
+
+    from cdclake_merge.session import JAVA_OPTIONS_ENV
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cdclake_merge.session import local_session; "
+            "local_session(sys.argv[1]).sql('SHOW DATABASES').collect()",
+            str(tmp_path / "warehouse"),
+        ],
+        env={**os.environ, JAVA_OPTIONS_ENV: f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={temp}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert [p.name for p in temp.iterdir() if p.name.endswith("_resources")] == []
+
+
 def test_local_session_shared_session_keeps_the_optimising_compiler(spark: Any) -> None:
     """The shared session is started without ``JAVA_OPTIONS_ENV``'s options: it keeps the
     optimising compiler the environment takes from the processes the tests start."""

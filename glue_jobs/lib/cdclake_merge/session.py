@@ -111,6 +111,9 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.default.parallelism", "4")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
+        # Hive's session state makes a folder for downloaded resources per session, in /tmp by
+        # default, and never removes it: every local merge left one behind.
+        .config("spark.hadoop.hive.downloaded.resources.dir", str(warehouse / ".hive-resources"))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", os.environ.get("CDCLAKE_DRIVER_MEMORY", "4g"))
