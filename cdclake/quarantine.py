@@ -96,7 +96,6 @@ def wait_for_run(
     run_id: str,
     *,
     interval: float = POLL_SECONDS,
-    sleep: Callable[[float], None] = time.sleep,
     seen: Callable[[str], None] = lambda state: None,
 ) -> dict[str, Any]:
     """``get_job_run`` every ``interval`` seconds until the run is in a final state; the run."""
@@ -106,7 +105,7 @@ def wait_for_run(
         seen(state)
         if state in FINAL_STATES:
             return run
-        sleep(interval)
+        time.sleep(interval)
 
 
 def run_report(fs: Any, place: LakePlace, run_id: str) -> ReplayResult:

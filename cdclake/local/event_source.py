@@ -53,17 +53,15 @@ class Mapping:
         settings: MappingSettings,
         invoke: Callable[[dict[str, Any]], Any],
         on_failure: Callable[[Failure], None],
-        now: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.invoke = invoke
         self.on_failure = on_failure
-        self.now = now
         self.invocations = 0
 
     def _expired(self, record: Record) -> bool:
         arrival = float(record["kinesis"]["approximateArrivalTimestamp"])
-        return self.now() - arrival > self.settings.max_record_age_s
+        return time.time() - arrival > self.settings.max_record_age_s
 
     def process(self, records: list[Record]) -> None:
         """Deliver one batch (records of one shard, in order); returns when it is settled."""

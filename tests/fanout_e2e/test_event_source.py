@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -9,15 +10,13 @@ import pytest
 from cdclake.local.event_source import Failure, Mapping, MappingSettings, failure_message
 from cdclake.local.fanout import MAPPING
 
-NOW = 1_800_000_000.0
-
 
 def _records(count: int, *, age_s: float = 1.0) -> list[dict[str, Any]]:
     return [
         {
             "kinesis": {
                 "sequenceNumber": f"{i:056d}",
-                "approximateArrivalTimestamp": NOW - age_s,
+                "approximateArrivalTimestamp": time.time() - age_s,
                 "partitionKey": "k",
                 "data": "",
             },
@@ -50,10 +49,7 @@ def _run(
 ) -> tuple[list[Failure], Mapping]:
     failures: list[Failure] = []
     mapping = Mapping(
-        MappingSettings(**{**MAPPING.to_dict(), **settings}),
-        function,
-        failures.append,
-        now=lambda: NOW,
+        MappingSettings(**{**MAPPING.to_dict(), **settings}), function, failures.append
     )
     mapping.process(records)
     return failures, mapping
@@ -68,7 +64,7 @@ def test_mapping_partial_failure_retries_from_the_lowest_failed_record_only() ->
         return next(calls, {"batchItemFailures": []})
 
     failures: list[Failure] = []
-    Mapping(MAPPING, flaky, failures.append, now=lambda: NOW).process(_records(10))
+    Mapping(MAPPING, flaky, failures.append).process(_records(10))
     assert function.batches == [list(range(10)), [6, 7, 8, 9]]
     assert failures == []
 

@@ -103,8 +103,8 @@ def test_quarantine_replay_local_run_id_refused() -> None:
     assert result.exit_code == 2 and "AWS environments only" in result.output
 
 
-def test_wait_for_run_polls_until_a_final_state() -> None:
-    from cdclake.quarantine import wait_for_run
+def test_wait_for_run_polls_until_a_final_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdclake import quarantine
 
     client = _glue()
     slept: list[float] = []
@@ -116,6 +116,7 @@ def test_wait_for_run_polls_until_a_final_state() -> None:
                 {"JobRun": {"Id": "jr_1", "JobRunState": state}},
                 {"JobName": "j", "RunId": "jr_1"},
             )
-        run = wait_for_run(client, "j", "jr_1", interval=7, sleep=slept.append, seen=seen.append)
+        monkeypatch.setattr(quarantine.time, "sleep", slept.append)
+        run = quarantine.wait_for_run(client, "j", "jr_1", interval=7, seen=seen.append)
     assert run["JobRunState"] == "TIMEOUT"
     assert seen == ["STARTING", "RUNNING", "TIMEOUT"] and slept == [7, 7]
