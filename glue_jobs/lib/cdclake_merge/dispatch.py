@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -227,14 +227,13 @@ def survey(
     *,
     fs: FileSystem,
     glue: Any = None,
-    clock: Callable[[], float] = time.time,
 ) -> list[Survey]:
     """Each table's pending files and run in progress; a table that cannot be read says why."""
     found: list[Survey] = []
     for target in targets:
         # Taken before the listing: a file written while it runs may be missed, never one
         # written before.
-        listed_at = clock()
+        listed_at = time.time()
         try:
             running = run_in_progress(glue, target.job) if glue is not None and target.job else None
             pending = table_pending(
