@@ -43,28 +43,48 @@ def test_database_cluster_parameter_group_enables_logical_replication(env: Any) 
     assert not of_type(template, "AWS::RDS::DBParameterGroup")
 
 
-def test_database_cluster_encrypted_private_iam_auth_logs(env: Any) -> None:
+def test_database_cluster_engine_aurora_postgresql_16_from_config(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
+    assert (cluster["Engine"], cluster["EngineVersion"]) == (
+        "aurora-postgresql",
+        env.config.database.engine_version,
+    )
+    assert cluster["EngineVersion"].startswith("16.")
+
+
+def test_database_cluster_storage_encrypted_with_rotated_key(env: Any) -> None:
     template = env.template("database")
     cluster = single(template, "AWS::RDS::DBCluster")
-    db = env.config.database
-    assert cluster["Engine"] == "aurora-postgresql"
-    assert cluster["EngineVersion"] == db.engine_version
-    assert cluster["EngineVersion"].startswith("16.")
+    key = template["Resources"][cluster["KmsKeyId"]["Fn::GetAtt"][0]]
     assert cluster["StorageEncrypted"] is True
-    key_ref = cluster["KmsKeyId"]["Fn::GetAtt"][0]
-    assert template["Resources"][key_ref]["Type"] == "AWS::KMS::Key"
-    assert template["Resources"][key_ref]["Properties"]["EnableKeyRotation"] is True
+    assert (key["Type"], key["Properties"]["EnableKeyRotation"]) == ("AWS::KMS::Key", True)
+
+
+def test_database_cluster_iam_auth_and_postgresql_log_export_enabled(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
     assert cluster["EnableIAMDatabaseAuthentication"] is True
     assert cluster["EnableCloudwatchLogsExports"] == ["postgresql"]
+
+
+def test_database_cluster_backups_port_and_name_from_config(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
+    db, stack = env.config.database, env.stacks["database"]
     assert cluster["BackupRetentionPeriod"] == db.backup_retention_days
-    assert cluster["Port"] == env.stacks["database"].port
-    assert cluster["DatabaseName"] == db.name == env.stacks["database"].database_name
+    assert cluster["Port"] == stack.port
+    assert cluster["DatabaseName"] == db.name == stack.database_name
+
+
+def test_database_cluster_master_password_resolved_from_secret(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
     assert "{{resolve:secretsmanager:" in json.dumps(cluster["MasterUserPassword"])
-    instances = props(template, "AWS::RDS::DBInstance")
-    assert len(instances) == db.instances
-    for instance in instances:
-        assert instance["PubliclyAccessible"] is False
-        assert instance["DBInstanceClass"] == f"db.{db.instance_class}"
+
+
+def test_database_instances_private_of_configured_class_and_count(env: Any) -> None:
+    db = env.config.database
+    instances = props(env.template("database"), "AWS::RDS::DBInstance")
+    assert [(i["PubliclyAccessible"], i["DBInstanceClass"]) for i in instances] == [
+        (False, f"db.{db.instance_class}")
+    ] * db.instances
 
 
 def test_database_subnet_group_uses_isolated_subnets(env: Any) -> None:

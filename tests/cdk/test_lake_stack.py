@@ -212,30 +212,39 @@ def test_lake_job_jar_asset_holds_event_decoder(env: Any) -> None:
     assert {"io/cdclake/merge/EventDecoder.class", "io/cdclake/merge/PayloadParser.class"} <= names
 
 
-def test_lake_buckets_encrypted_private_tls_only(env: Any) -> None:
-    template = env.template("lake")
-    buckets = of_type(template, "AWS::S3::Bucket")
+def test_lake_buckets_public_access_blocked(env: Any) -> None:
+    buckets = props(env.template("lake"), "AWS::S3::Bucket")
     assert len(buckets) == 5
-    kms_buckets = 0
-    for bucket in buckets:
-        properties = bucket["Properties"]
-        assert properties["PublicAccessBlockConfiguration"] == {
+    assert [b["PublicAccessBlockConfiguration"] for b in buckets] == [
+        {
             "BlockPublicAcls": True,
             "BlockPublicPolicy": True,
             "IgnorePublicAcls": True,
             "RestrictPublicBuckets": True,
         }
-        rule = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
-        algorithm = rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"]
-        if algorithm == "aws:kms":
-            kms_buckets += 1
-            assert "KMSMasterKeyID" in rule["ServerSideEncryptionByDefault"]
-            assert "LoggingConfiguration" in properties
-        else:
-            assert algorithm == "AES256"  # the access-log bucket
-        assert bucket["DeletionPolicy"] == "Retain"
-    assert kms_buckets == 4
-    policies = props(template, "AWS::S3::BucketPolicy")
+    ] * 5
+
+
+def test_lake_buckets_kms_encrypted_and_logged_but_the_access_log_bucket(env: Any) -> None:
+    # S3 server access logs cannot be delivered to a bucket encrypted with a KMS key.
+    seen = []
+    for bucket in props(env.template("lake"), "AWS::S3::Bucket"):
+        default = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+            "ServerSideEncryptionByDefault"
+        ]
+        seen.append(
+            (default["SSEAlgorithm"], "KMSMasterKeyID" in default, "LoggingConfiguration" in bucket)
+        )
+    assert sorted(seen) == [("AES256", False, False)] + [("aws:kms", True, True)] * 4
+
+
+def test_lake_buckets_retained(env: Any) -> None:
+    buckets = of_type(env.template("lake"), "AWS::S3::Bucket")
+    assert [b["DeletionPolicy"] for b in buckets] == ["Retain"] * 5
+
+
+def test_lake_bucket_policies_deny_insecure_transport(env: Any) -> None:
+    policies = props(env.template("lake"), "AWS::S3::BucketPolicy")
     assert len(policies) == 5
     for policy in policies:
         denies = [
