@@ -118,6 +118,9 @@ class LakeStack(cdk.Stack):
 
     def _grant_merge_jobs(self, role: iam.IRole) -> None:
         """Least privilege for the merge jobs: explicit actions, prefixes, one database."""
+        # The buckets' objects are under the lake key, and so are the jobs' logs, bookmarks
+        # and temporary files (their security configuration encrypts with it).
+        self.encryption_key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
         prefix = self.config.prefix
         storage = self.storage
         quarantine_folders = [t.lake_table_name for t in self.config.lake_tables]

@@ -3,9 +3,13 @@ after every stack."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -23,6 +27,7 @@ from stacks.components.dashboard import (
 from stacks.components.event_consumers import consumer_rule_name, dead_letter_alarm_names
 from stacks.components.lake_alarms import LakeAlarms
 from stacks.components.merge_job_failures import MergeJobFailures
+from stacks.components.nag import acknowledge_wildcards
 from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack
 from stacks.lake_stack import LakeStack
@@ -126,14 +131,18 @@ class OperationsStack(cdk.Stack):
         )
 
         # A rotated replication password reaches the captures only when their tasks restart.
+        services = [fanout.debezium_server.service]
         self.credential_refresh = CredentialRefresh(
             self,
             "CredentialRefresh",
             secret=database.replication_secret,
             connector_names=connectors,
-            services=[fanout.debezium_server.service],
+            services=services,
             alarm_topic=alarm_topic,
             retain=retain,
+        )
+        self._grant_credential_refresh(
+            self.credential_refresh.function, connector_names=connectors, services=services
         )
 
         name = config.resource_name("pipeline")
@@ -143,4 +152,47 @@ class OperationsStack(cdk.Stack):
             "DashboardUrl",
             value=f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}"
             f"#dashboards:name={name}",
+        )
+
+    def _grant_credential_refresh(
+        self,
+        function: lambda_.Function,
+        *,
+        connector_names: Sequence[str],
+        services: Sequence[ecs.FargateService],
+    ) -> None:
+        """Restarting the captures and nothing else: the named connectors and the services."""
+        # ListConnectors has no resource-level permission; the calls that change anything are
+        # limited to the named connectors (any revision: connector/<name>/<uuid>).
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
+                resources=[
+                    self.format_arn(
+                        service="kafkaconnect",
+                        resource="connector",
+                        resource_name=f"{name}/*",
+                        arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                    for name in connector_names
+                ],
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
+            )
+        )
+        assert function.role is not None  # the function creates its own role
+        acknowledge_wildcards(
+            function.role,
+            {
+                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
+                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
+                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
+                ),
+            },
         )

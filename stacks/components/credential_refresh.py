@@ -15,7 +15,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
@@ -23,7 +22,6 @@ from constructs import Construct
 
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
-from stacks.components.nag import acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
 
 RETRIES = 2  # the rule target's and the function's own (asynchronous invocation)
@@ -57,7 +55,9 @@ class CredentialRefresh(Construct):
     ) -> None:
         """``connector_names``: MSK Connect connectors to restart, by their fixed names (a name
         not found at run time, e.g. while an upgrade has removed them, is skipped).
-        ``retain``: keep the dead-letter queue when the stack is deleted."""
+        ``retain``: keep the dead-letter queue when the stack is deleted. Finding and updating
+        the connectors and updating ``services`` are the composing stack's grants to
+        :attr:`function`."""
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         self.dead_letters = dead_letter_queue(
@@ -88,42 +88,6 @@ class CredentialRefresh(Construct):
         self.function.configure_async_invoke(
             retry_attempts=RETRIES,
             on_failure=destinations.SqsDestination(self.dead_letters.queue),
-        )
-        if connector_names:
-            # ListConnectors has no resource-level permission; the calls that change anything
-            # are limited to the named connectors (any revision: connector/<name>/<uuid>).
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
-            )
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
-                    resources=[
-                        stack.format_arn(
-                            service="kafkaconnect",
-                            resource="connector",
-                            resource_name=f"{name}/*",
-                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                        for name in connector_names
-                    ],
-                )
-            )
-        if services:
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
-                )
-            )
-        assert self.function.role is not None  # the function creates its own role
-        acknowledge_wildcards(
-            self.function.role,
-            {
-                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
-                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
-                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
-                ),
-            },
         )
         self.rule = events.Rule(
             self,

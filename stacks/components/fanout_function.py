@@ -60,7 +60,10 @@ class FanOut(Construct):
         streams: Sequence[kinesis.IStream],
         retain: bool,
     ) -> None:
-        """``retain``: keep the failed-records queue when the stack is deleted."""
+        """``retain``: keep the failed-records queue when the stack is deleted. Putting events
+        on ``bus`` and using ``encryption_key`` for them are the composing stack's grants to
+        :attr:`function`; reading ``streams`` comes with their event source mappings, which
+        CDK's ``KinesisEventSource`` grants as it binds them."""
         super().__init__(scope, construct_id)
 
         access_logs = access_log_bucket(self, "AccessLogs", expiration=cdk.Duration.days(90))
@@ -119,7 +122,6 @@ class FanOut(Construct):
 
         # One mapping per stream: bisect poison batches, bounded retries and age, then the queue.
         for stream in streams:
-            stream.grant_read(self.function)
             self.function.add_event_source(
                 sources.KinesisEventSource(
                     stream,

@@ -60,8 +60,9 @@ class MergeJobs(Construct):
 
     ``change_folders`` holds each table's folder of change files in ``change_bucket`` (by table
     name: ``topics/<topic>``, where the S3 sink writes). ``role`` has only what every job needs
-    (its scripts, logs, metrics); the composing stack grants the buckets and the catalog.
-    ``environment`` names the Environment dimension of the lake metrics each run publishes.
+    (its scripts, logs, metrics); the composing stack grants the buckets, the catalog and
+    ``encryption_key`` (which the security configuration encrypts with). ``environment`` names
+    the Environment dimension of the lake metrics each run publishes.
     """
 
     def __init__(
@@ -158,7 +159,6 @@ class MergeJobs(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": ["Glue", METRICS_NAMESPACE]}},
             )
         )
-        encryption_key.grant(self.role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 
         self.jobs: dict[str, glue.CfnJob] = {}
         for table in tables:
