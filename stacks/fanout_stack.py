@@ -110,11 +110,12 @@ class FanOutStack(cdk.Stack):
                 resources=[stream.stream_arn for stream in streams],
             )
         )
+        keys = {id(s.encryption_key): s.encryption_key for s in streams}
         server_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="EncryptChanges",
                 actions=["kms:GenerateDataKey"],
-                resources=[self.encryption_key.key_arn],
+                resources=[key.key_arn for key in keys.values() if key is not None],
             )
         )
 

@@ -162,30 +162,32 @@ class OperationsStack(cdk.Stack):
         services: Sequence[ecs.FargateService],
     ) -> None:
         """Restarting the captures and nothing else: the named connectors and the services."""
-        # ListConnectors has no resource-level permission; the calls that change anything are
-        # limited to the named connectors (any revision: connector/<name>/<uuid>).
-        function.add_to_role_policy(
-            iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
-        )
-        function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
-                resources=[
-                    self.format_arn(
-                        service="kafkaconnect",
-                        resource="connector",
-                        resource_name=f"{name}/*",
-                        arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                    )
-                    for name in connector_names
-                ],
+        if connector_names:
+            # ListConnectors has no resource-level permission; the calls that change anything
+            # are limited to the named connectors (any revision: connector/<name>/<uuid>).
+            function.add_to_role_policy(
+                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
             )
-        )
-        function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
+                    resources=[
+                        self.format_arn(
+                            service="kafkaconnect",
+                            resource="connector",
+                            resource_name=f"{name}/*",
+                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                        for name in connector_names
+                    ],
+                )
             )
-        )
+        if services:
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
+                )
+            )
         assert function.role is not None  # the function creates its own role
         acknowledge_wildcards(
             function.role,

@@ -8,19 +8,12 @@ logs or returns a password.
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pg8000.native import Connection, identifier, literal
-
-LOG = logging.getLogger(__name__)
-# A library's warnings go where its host sends logs (the Lambda runtime's root handler); with
-# no handler configured (the local stack, the CLI) Python's last-resort stderr printer would
-# repeat what the result already reports (missing_tables).
-LOG.addHandler(logging.NullHandler())
 
 ReplicaIdentity = Literal["DEFAULT", "FULL"]
 _IDENTITY_CODE = {"DEFAULT": "d", "FULL": "f"}
@@ -293,9 +286,8 @@ def bootstrap(
 
         configured = [t.name for t in spec.tables]
         present = existing_tables(conn, configured)
+        # Reported by the caller (the Lambda's "bootstrap done" log line and metric, the CLI).
         result.missing_tables = [n for n in configured if n not in present]
-        for name in result.missing_tables:
-            LOG.warning("table %s does not exist yet; left out of the publication", name)
 
         revoke_table_access(
             conn, spec.replication_user, [t for t in removed_tables if t not in configured]

@@ -86,6 +86,16 @@ class DebeziumServer(Construct):
         verifies Aurora with; None when ``database.tls_verify`` is false. The task's rights on
         the streams and the database key are the composing stack's grants."""
         super().__init__(scope, construct_id)
+        # The task mounts these paths; settings that name others would start Debezium without
+        # its offsets (a new snapshot) or without the CA it verifies Aurora with.
+        expected = {"debezium.source.offset.storage.file.filename": OFFSETS_FILE}
+        if rds_ca_bundle is not None:
+            expected["debezium.source.database.sslrootcert"] = DEBEZIUM_SERVER_RDS_CA
+        wrong = {k: properties.get(k) for k, v in expected.items() if properties.get(k) != v}
+        if wrong:
+            raise ValueError(
+                f"Debezium Server settings name paths the task does not mount: {wrong}"
+            )
 
         # The task reaches the database, EFS and AWS APIs; nothing reaches the task.
         self.security_group = ec2.SecurityGroup(

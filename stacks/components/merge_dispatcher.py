@@ -13,18 +13,16 @@ does).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from cdclake.config import DispatchConfig
+from cdclake.config import REPO_ROOT, DispatchConfig
 from stacks.components.log_storage import log_group
 from stacks.components.powertools_function import powertools_function
 
-MERGE_LIBRARY = Path(__file__).resolve().parents[2] / "glue_jobs" / "lib" / "cdclake_merge"
+MERGE_LIBRARY = REPO_ROOT / "glue_jobs" / "lib" / "cdclake_merge"
 TIMEOUT = cdk.Duration.minutes(5)
 
 

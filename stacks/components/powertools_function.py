@@ -11,10 +11,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cdclake.config import REPO_ROOT
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 from stacks.components.python_bundling import code_with_libraries
 
-LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
+LAMBDAS_DIR = REPO_ROOT / "lambdas"
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 # AWS-managed public layer; bump the version deliberately (it tracks Powertools releases).
 POWERTOOLS_LAYER = (

@@ -80,6 +80,21 @@ def imported_names(module: str) -> set[str]:
     return set(_imported(tree, module, path.name == "__init__.py"))
 
 
+def names_used(module: str) -> set[str]:
+    """Every name and attribute name in ``module``'s code (``config.EnvironmentConfig`` gives
+    ``config`` and ``EnvironmentConfig``)."""
+    tree = ast.parse(modules()[module].read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name.rsplit(".", 1)[-1])
+    return found
+
+
 def third_party(module: str) -> set[str]:
     return {name.split(".")[0] for name in imported_names(module)}
 

@@ -7,10 +7,10 @@ from tests.architecture.layers import (
     FOUNDATION_FORBIDDEN,
     LAYERS,
     cycles,
-    imported_names,
     imports,
     layer_of,
     modules,
+    names_used,
     third_party,
 )
 
@@ -47,11 +47,11 @@ def test_layers_every_module_has_a_layer() -> None:
 
 def test_layers_constructs_take_no_whole_environment() -> None:
     # A construct takes the config section it uses or typed values, the stacks the whole
-    # environment: a construct importing EnvironmentConfig is one that could take it.
+    # environment: a construct naming EnvironmentConfig (imported or as config's attribute)
+    # is one that could take it.
     takers = [
         module
         for module in modules()
-        if module.startswith("stacks.components.")
-        and "cdclake.config.EnvironmentConfig" in imported_names(module)
+        if module.startswith("stacks.components.") and "EnvironmentConfig" in names_used(module)
     ]
     assert takers == []

@@ -3,13 +3,16 @@ turns on, the application's schema, one scratch database per test, and Lambda's 
 
 from __future__ import annotations
 
+import importlib.util
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pg8000.native import Connection, identifier
 
+from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import BootstrapSpec, TableSpec
 
 SERVER_SETTINGS = """
@@ -46,6 +49,15 @@ class FakeContext:
 
 
 CONTEXT = FakeContext()
+
+
+def load_handler(name: str) -> ModuleType:
+    """A fresh copy of the handler module, reading the environment as a new Lambda does."""
+    spec = importlib.util.spec_from_file_location(name, handler.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Database:

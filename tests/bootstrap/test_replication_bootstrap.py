@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
 import ssl
 import struct
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,6 +23,7 @@ from tests.bootstrap.bootstrap_helpers import (
     LAKE_SIGNAL,
     Database,
     TlsServer,
+    load_handler,
 )
 
 pytestmark = pytest.mark.postgres
@@ -265,15 +264,6 @@ def test_bootstrap_missing_tables_published_as_metric(
     assert (directive["Namespace"], directive["Dimensions"]) == ("CdcLake", [["Environment"]])
 
 
-def load_handler(name: str) -> ModuleType:
-    """A fresh copy of the handler module, reading the environment as a new Lambda does."""
-    spec = importlib.util.spec_from_file_location(name, handler.__file__)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bootstrap_missing_tables_metric_under_service_name_keeps_environment_dimension_only(
     database: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -307,23 +297,28 @@ def handler_log() -> Iterator[io.StringIO]:
         handler.logger.logger_handler.setStream(previous)
 
 
-def test_on_event_rotated_password_update_logs_json_fields_without_passwords(
-    database: Database, handler_log: io.StringIO
-) -> None:
+def rotated_password_update(database: Database, log: io.StringIO) -> tuple[str, list[str]]:
+    """An Update after the replication password was rotated: what the handler logged during
+    it, and the old and new passwords."""
     tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
     props = database.props(database.spec(tables))
     handler.create(props)
     old_password = database.secrets["replication"]["password"]
     database.secrets["replication"]["password"] = "second-Pa55word'with\"quotes"
-    handler_log.truncate(0)
-    handler_log.seek(0)
-
+    log.truncate(0)
+    log.seek(0)
     handler.on_event(
         {"RequestType": "Update", "ResourceProperties": props, "OldResourceProperties": props},
         CONTEXT,
     )
+    return log.getvalue(), [old_password, database.secrets["replication"]["password"]]
 
-    text = handler_log.getvalue()
+
+def test_on_event_update_logs_json_lines_with_fields_and_request_id(
+    database: Database, handler_log: io.StringIO
+) -> None:
+    text, _ = rotated_password_update(database, handler_log)
+
     lines = [json.loads(line) for line in text.splitlines()]
     assert [line["message"] for line in lines] == [
         "request",
@@ -336,8 +331,15 @@ def test_on_event_rotated_password_update_logs_json_fields_without_passwords(
     assert cannot_log_in["error"] in {"DatabaseError", "InterfaceError"}
     assert (done["password_set"], done["missing"]) == (True, ["public.not_migrated_yet"])
     assert "public.orders" in done["published"]
-    for password in (old_password, database.secrets["replication"]["password"]):
-        assert password not in text and json.dumps(password)[1:-1] not in text
+
+
+def test_on_event_update_after_rotation_logs_neither_password(
+    database: Database, handler_log: io.StringIO
+) -> None:
+    text, passwords = rotated_password_update(database, handler_log)
+
+    leaked = [p for p in passwords if p in text or json.dumps(p)[1:-1] in text]
+    assert text and leaked == []
 
 
 def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:

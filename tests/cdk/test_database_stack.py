@@ -60,18 +60,30 @@ def test_database_cluster_storage_encrypted_with_rotated_key(env: Any) -> None:
     assert (key["Type"], key["Properties"]["EnableKeyRotation"]) == ("AWS::KMS::Key", True)
 
 
-def test_database_cluster_iam_auth_and_postgresql_log_export_enabled(env: Any) -> None:
+def test_database_cluster_iam_auth_enabled(env: Any) -> None:
     cluster = single(env.template("database"), "AWS::RDS::DBCluster")
     assert cluster["EnableIAMDatabaseAuthentication"] is True
+
+
+def test_database_cluster_postgresql_log_exported(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
     assert cluster["EnableCloudwatchLogsExports"] == ["postgresql"]
 
 
-def test_database_cluster_backups_port_and_name_from_config(env: Any) -> None:
+def test_database_cluster_backup_retention_from_config(env: Any) -> None:
     cluster = single(env.template("database"), "AWS::RDS::DBCluster")
-    db, stack = env.config.database, env.stacks["database"]
-    assert cluster["BackupRetentionPeriod"] == db.backup_retention_days
-    assert cluster["Port"] == stack.port
-    assert cluster["DatabaseName"] == db.name == stack.database_name
+    assert cluster["BackupRetentionPeriod"] == env.config.database.backup_retention_days
+
+
+def test_database_cluster_port_is_the_stacks(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
+    assert cluster["Port"] == env.stacks["database"].port
+
+
+def test_database_cluster_database_name_from_config(env: Any) -> None:
+    cluster = single(env.template("database"), "AWS::RDS::DBCluster")
+    name = env.config.database.name
+    assert cluster["DatabaseName"] == name == env.stacks["database"].database_name
 
 
 def test_database_cluster_master_password_resolved_from_secret(env: Any) -> None:

@@ -6,8 +6,13 @@ import json
 import posixpath
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 
+from cdclake.config import DebeziumServerConfig
+from stacks.components.debezium_server import DebeziumServer
 from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import (
     as_list,
@@ -446,3 +451,20 @@ def test_fanout_every_alarm_pages_the_alarm_topic(synth) -> None:  # type: ignor
         actions = [flat(a) for a in alarm.get("AlarmActions", [])]
         assert len(actions) == 1, alarm["AlarmDescription"]
         assert f"ExportsOutputRef{topic}" in actions[0], alarm["AlarmDescription"]
+
+
+def test_fanout_debezium_server_settings_naming_an_unmounted_offsets_file_refused() -> None:
+    stack = cdk.Stack(cdk.App(), "Scratch")
+    with pytest.raises(ValueError, match=r"offset\.storage\.file\.filename"):
+        DebeziumServer(
+            stack,
+            "DebeziumServer",
+            server=DebeziumServerConfig(),
+            prefix="scratch",
+            properties={"debezium.source.offset.storage.file.filename": "/tmp/offsets.dat"},
+            stream_names={},
+            vpc=ec2.Vpc(stack, "Vpc"),
+            encryption_key=kms.Key(stack, "Key"),
+            database_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:s-AbCdEf",
+            rds_ca_bundle=None,
+        )

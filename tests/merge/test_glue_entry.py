@@ -236,7 +236,9 @@ def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
     assert started.stdout.strip() == "set"
 
 
-def test_local_session_hive_catalog_leaves_nothing_in_the_temp_folder(tmp_path: Path) -> None:
+def test_local_session_hive_resources_under_the_warehouse_not_the_temp_folder(
+    tmp_path: Path,
+) -> None:
     # Hive's session state made <tmp>/<session id>_resources and never removed it: one folder
     # left behind by every local merge.
     import os
@@ -262,6 +264,7 @@ def test_local_session_hive_catalog_leaves_nothing_in_the_temp_folder(tmp_path: 
         check=True,
     )
     assert [p.name for p in temp.iterdir() if p.name.endswith("_resources")] == []
+    assert (tmp_path / "warehouse" / ".hive-resources").is_dir()
 
 
 def test_local_session_shared_session_keeps_the_optimising_compiler(spark: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -116,7 +117,7 @@ def test_wait_for_run_polls_until_a_final_state(monkeypatch: pytest.MonkeyPatch)
                 {"JobRun": {"Id": "jr_1", "JobRunState": state}},
                 {"JobName": "j", "RunId": "jr_1"},
             )
-        monkeypatch.setattr(quarantine.time, "sleep", slept.append)
+        monkeypatch.setattr(quarantine, "time", SimpleNamespace(sleep=slept.append))
         run = quarantine.wait_for_run(client, "j", "jr_1", interval=7, seen=seen.append)
     assert run["JobRunState"] == "TIMEOUT"
     assert seen == ["STARTING", "RUNNING", "TIMEOUT"] and slept == [7, 7]
