@@ -74,7 +74,7 @@ mutation: setup ## Mutation testing, docs/testing.md (PART=fast: mutmut on the f
 	$(if $(filter all fast,$(PART)),$(PY) tests/mutation/run_fast.py --min-score $(MUTATION_MIN_SCORE))
 	$(if $(filter all targeted,$(PART)),$(PY) tests/mutation/run_targeted.py)
 
-synth: setup ## Synthesize every stack of ENV (default dev) into cdk.out, offline
+synth: setup ## Synthesize every stack of ENV (default dev) into cdk.out, offline (after `make plugins` and `make rds-ca`)
 	npx cdk synth -c env=$(ENV) --quiet
 
 diff: setup ## Show what `deploy` would change in ENV (needs AWS credentials)

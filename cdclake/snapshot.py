@@ -129,7 +129,11 @@ def snapshot(
                 signal_ids = _send(conn, config, table, signal_tables)
         else:
             if dsn is None:
-                fail(f"--env {env}: give --dsn (see docs/operations.md, Re-snapshot a table)", 2)
+                fail(
+                    f"--env {env}: give --dsn (see docs/operations.md, "
+                    "Runbook: replication slot lost or dropped)",
+                    2,
+                )
             assert dsn is not None
             password = os.environ.get("PGPASSWORD")
             if secret_id is not None:

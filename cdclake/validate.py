@@ -668,7 +668,7 @@ def validate(
     if env != "local":
         err.print(
             f"[red]error:[/red] --env {env}: only the local stack is built; against Aurora and "
-            "Athena follow docs/operations.md (Validate the lake)",
+            "Athena follow docs/operations.md (Validate a lake table against Aurora)",
             highlight=False,
         )
         raise typer.Exit(2)
