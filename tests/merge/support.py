@@ -165,6 +165,30 @@ def expected_rows(generated: Path) -> list[dict[str, Any]]:
     return [json.loads(r) for r in (generated / "expected.jsonl").read_text().splitlines()]
 
 
+# --- a local session in a process of its own ---------------------------------------------------
+
+
+def run_local_session(
+    warehouse: Path, then: str, *, java_options: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A fresh Python process that starts ``session = local_session(warehouse)`` and runs the
+    statements ``then``; ``java_options`` replace the driver's extra JVM options if given."""
+    from cdclake_merge.session import JAVA_OPTIONS_ENV
+
+    code = (
+        "import sys; from cdclake_merge.session import local_session; "
+        f"session = local_session(sys.argv[1]); {then}"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, str(warehouse)],
+        env=None if java_options is None else {**os.environ, JAVA_OPTIONS_ENV: java_options},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+
 # --- the CLI as users run it -----------------------------------------------------------------
 
 

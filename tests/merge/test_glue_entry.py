@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.merge.support import expected_rows, visible
+from tests.merge.support import expected_rows, run_local_session, visible
 
 ENTRY = Path(__file__).resolve().parents[2] / "glue_jobs" / "merge_job.py"
 # The arguments a job definition must pass (an older one passes no others).
@@ -190,48 +190,17 @@ def test_local_session_sets_the_glue_jobs_spark_conf(spark: Any) -> None:
 def test_local_session_start_prints_nothing_on_stderr(tmp_path: Path) -> None:
     """A CLI run's stderr is for its own lines: PySpark's start says nothing there (Spark
     announces its default log level unless the gateway's logger has a level of its own)."""
-    import subprocess
-    import sys
-
-    started = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from cdclake_merge.session import local_session; "
-            "local_session(sys.argv[1]).range(3).count()",
-            str(tmp_path / "warehouse"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    started = run_local_session(tmp_path / "warehouse", "session.range(3).count()")
     assert started.stderr == ""
 
 
 def test_local_session_driver_java_options_from_the_environment_reach_the_jvm(
     tmp_path: Path,
 ) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from cdclake_merge.session import JAVA_OPTIONS_ENV
-
-    started = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from cdclake_merge.session import local_session; "
-            "jvm = local_session(sys.argv[1]).sparkContext._jvm; "
-            "print(jvm.java.lang.System.getProperty('cdclake.probe'))",
-            str(tmp_path / "warehouse"),
-        ],
-        env={**os.environ, JAVA_OPTIONS_ENV: "-XX:TieredStopAtLevel=1 -Dcdclake.probe=set"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    started = run_local_session(
+        tmp_path / "warehouse",
+        "print(session.sparkContext._jvm.java.lang.System.getProperty('cdclake.probe'))",
+        java_options="-XX:TieredStopAtLevel=1 -Dcdclake.probe=set",
     )
     assert started.stdout.strip() == "set"
 
@@ -241,27 +210,12 @@ def test_local_session_hive_resources_under_the_warehouse_not_the_temp_folder(
 ) -> None:
     # Hive's session state made <tmp>/<session id>_resources and never removed it: one folder
     # left behind by every local merge.
-    import os
-    import subprocess
-    import sys
-
-    from cdclake_merge.session import JAVA_OPTIONS_ENV
-
     temp = tmp_path / "tmp"
     temp.mkdir()
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from cdclake_merge.session import local_session; "
-            "local_session(sys.argv[1]).sql('SHOW DATABASES').collect()",
-            str(tmp_path / "warehouse"),
-        ],
-        env={**os.environ, JAVA_OPTIONS_ENV: f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={temp}"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    run_local_session(
+        tmp_path / "warehouse",
+        "session.sql('SHOW DATABASES').collect()",
+        java_options=f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={temp}",
     )
     assert [p.name for p in temp.iterdir() if p.name.endswith("_resources")] == []
     assert (tmp_path / "warehouse" / ".hive-resources").is_dir()
