@@ -6,8 +6,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from cdclake.config import ConfigError, load_config
 from cdclake_merge.session import MissingJars  # imports no Spark
+from environment.config import ConfigError, load_config
 from stacks import build_stacks
 
 app = cdk.App()

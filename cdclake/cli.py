@@ -142,7 +142,7 @@ def merge(
         column_type = [f"{n}={t}" for n, t in target.column_types.items()]
         exclude = ",".join(target.exclude)
         if tombstone_retention_days is None:
-            from cdclake.config import load_config
+            from environment.config import load_config
 
             tombstone_retention_days = load_config(env).lake.tombstone_retention_days
     if changes is None or warehouse is None or not key:
@@ -256,7 +256,7 @@ def _env_target(env: str, source_table: str) -> Any:
 
     On AWS the table's Glue job carries the same values as its default arguments.
     """
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     config = load_config(env)  # a ConfigError is the error boundary's (errors.describe)
     if env != "local":
@@ -422,7 +422,7 @@ def cost(
 ) -> None:
     """Merge runs' DPU-hours and USD a month: the dispatcher beside a bare schedule."""
     from cdclake import cost as model
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
     try:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cdclake.config import WORKER_VCPUS, EnvironmentConfig, GlueJobConfig, TableConfig
 from cdclake_merge.dispatch import Sizing
+from environment.capacity import WORKER_VCPUS
+from environment.config import EnvironmentConfig, GlueJobConfig, TableConfig
 
 # --- Constants, each with its source (docs/cost.md#cost-model) -------------------------------
 

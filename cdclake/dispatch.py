@@ -24,8 +24,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import EnvironmentConfig
 from cdclake_merge.dispatch import Decision, Target
+from environment.config import EnvironmentConfig
 
 
 def aws_targets(config: EnvironmentConfig, glue: Any) -> tuple[list[Target], list[Decision]]:
@@ -140,9 +140,9 @@ def dispatch_command(
     """Start the merge of each lake table whose change files wait (the dispatcher's decision)."""
     import boto3
 
-    from cdclake.config import load_config
     from cdclake.ops import AnyFileSystem
     from cdclake_merge.dispatch import dispatch
+    from environment.config import load_config
 
     config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
     budget = config.lake.dispatch.max_concurrent_runs

@@ -21,16 +21,9 @@ from botocore.parsers import ResponseParserError
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import (
-    CONFIG_DIR,
-    PLUGIN_BUILD_HINT,
-    REPO_ROOT,
-    ConfigError,
-    EnvironmentConfig,
-    PluginNotFound,
-    load_config,
-    plugin_source,
-)
+from environment.artifacts import PLUGIN_BUILD_HINT, PluginNotFound, plugin_source
+from environment.config import ConfigError, EnvironmentConfig, load_config
+from environment.paths import CONFIG_DIR, REPO_ROOT
 
 # The bootstrap version the CDK's default synthesizer requires (each template's
 # CheckBootstrapVersion rule and the assembly's requiresBootstrapStackVersion).
@@ -128,7 +121,7 @@ def check_bootstrap(
 
 def check_rds_ca(config: EnvironmentConfig) -> Check:
     """The RDS CA bundle the bootstrap Lambda and both captures verify Aurora with."""
-    from cdclake.config import rds_ca_bundle
+    from environment.artifacts import rds_ca_bundle
 
     name = "RDS CA bundle"
     try:

@@ -77,9 +77,9 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     """What to tell the operator about ``exc`` and the exit code; None for a bug (traceback)."""
     from botocore import exceptions as boto
 
-    from cdclake.config import ConfigError
     from cdclake.local.processes import StackError
     from cdclake_merge.session import MissingJars  # imports no Spark
+    from environment.config import ConfigError
 
     if isinstance(exc, ConfigError):
         return one_line(str(exc)), USAGE

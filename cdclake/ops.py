@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdclake.config import EnvironmentConfig, TableConfig
+from environment.config import EnvironmentConfig, TableConfig
 
 if TYPE_CHECKING:
     from cdclake_merge.job import MergeOptions

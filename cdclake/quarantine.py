@@ -154,8 +154,8 @@ def resolve(
     env: str, table: str, config_file: Path | None = None, config_dir: Path | None = None
 ) -> tuple[LakePlace, Any]:
     """The table of ``env`` and, on AWS, a Glue client of its region (None locally)."""
-    from cdclake.config import load_config
     from cdclake.ops import aws_place, local_place
+    from environment.config import load_config
 
     config = load_config(env, path=config_file, config_dir=config_dir)  # errors.describe's
     if config.env != env:

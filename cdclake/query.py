@@ -87,7 +87,7 @@ def query(
     """Run SQL on the local stack's lake through Trino (Athena's engine); print the result."""
     from trino.exceptions import TrinoQueryError, TrinoUserError
 
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     err = Console(stderr=True, soft_wrap=True)
     config = load_config(env)  # an unknown environment is a config error before anything else

@@ -28,7 +28,7 @@ from rich.console import Console
 from cdclake.errors import fail, one_line
 
 if TYPE_CHECKING:
-    from cdclake.config import EnvironmentConfig
+    from environment.config import EnvironmentConfig
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -107,7 +107,7 @@ def snapshot(
     ] = None,
 ) -> None:
     """Re-snapshot one table: Debezium's incremental snapshot, through the signal table."""
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     try:  # a ConfigError is the error boundary's (errors.describe)
         config = load_config(env)
@@ -179,7 +179,7 @@ def signal_tables_for(config: EnvironmentConfig, table: str, capture: str | None
     }
     if capture is None:
         return carried
-    from cdclake.config import Capture
+    from environment.config import Capture
 
     captures = get_args(Capture)
     if capture not in captures:

@@ -23,10 +23,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cdclake.config import EnvironmentConfig
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
 from cdclake_merge.replay import listing
+from environment.config import EnvironmentConfig
 
 COMPLETED = (".commit", ".deltacommit")
 METRIC_WINDOW = dt.timedelta(hours=3)
@@ -299,7 +299,7 @@ def status(
     ] = None,
 ) -> None:
     """Per lake table: last commit, lag, pending change files, quarantined lines, last run."""
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
     if config.env == "local":

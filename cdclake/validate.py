@@ -576,9 +576,9 @@ def local_target(env: str, table: str) -> Target:
     """A configured table of the running local stack."""
     from pg8000.native import Connection
 
-    from cdclake.config import load_config
     from cdclake.local.lake import running_status
     from cdclake.local.stack import SUPERUSER, LocalStack
+    from environment.config import load_config
 
     config = load_config(env)
     configured = config.lake_table(table)
@@ -662,7 +662,7 @@ def validate(
 ) -> None:
     """Compare a source table with its lake table: counts, keys, values. Exit 0 only if equal."""
     err = Console(stderr=True, soft_wrap=True)
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     load_config(env)  # an unknown environment is a config error before anything else
     if env != "local":

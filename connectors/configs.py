@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from cdclake.config import EnvironmentConfig, TableConfig
+from environment.config import EnvironmentConfig, TableConfig
 
 CONFIG_PROVIDER = "secretsmanager"
 CONFIG_PROVIDER_CLASS = "com.amazonaws.kafka.config.providers.SecretsManagerConfigProvider"

@@ -11,7 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-from cdclake.config import CONFIG_DIR, EnvironmentConfig, load_config
 from connectors.configs import (
     DatabaseEndpoint,
     debezium_server_properties,
@@ -22,6 +21,8 @@ from connectors.configs import (
     s3_sink_config,
     worker_properties,
 )
+from environment.config import EnvironmentConfig, load_config
+from environment.paths import CONFIG_DIR
 
 GENERATED_DIR = Path(__file__).resolve().parent / "generated"
 # Deploy-time values appear as placeholders; the stacks fill them in.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cdclake.config import EnvironmentConfig
+from environment.config import EnvironmentConfig
 from stacks.capture_stack import CaptureStack
 from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack

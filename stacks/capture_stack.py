@@ -11,7 +11,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig, rds_ca_bundle
 from connectors.configs import (
     MSK_CONNECT_RDS_CA,
     TOPICS_DIR,
@@ -24,6 +23,8 @@ from connectors.configs import (
     s3_sink_config,
     worker_properties,
 )
+from environment.artifacts import rds_ca_bundle
+from environment.config import EnvironmentConfig
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.kafka_connectors import KafkaConnectors

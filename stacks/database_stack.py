@@ -8,8 +8,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig, rds_ca_bundle
-from cdclake.replication import bootstrap_spec
+from environment.artifacts import rds_ca_bundle
+from environment.config import EnvironmentConfig
+from environment.replication import bootstrap_spec
 from stacks.components.database import DATABASE_PORT, Database
 from stacks.components.database_alarms import DatabaseAlarms
 from stacks.components.operator_access import OperatorAccess

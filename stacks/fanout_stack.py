@@ -11,8 +11,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig, rds_ca_bundle
 from connectors.configs import DEBEZIUM_SERVER_RDS_CA, debezium_server_properties, topic_name
+from environment.artifacts import rds_ca_bundle
+from environment.config import EnvironmentConfig
 from stacks.components.change_streams import ChangeStreams
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.debezium_server import OFFSETS_FILE, DebeziumServer

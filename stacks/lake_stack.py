@@ -11,9 +11,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig, merge_job_prefix
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from connectors.configs import TOPICS_DIR, topic_name
+from environment.config import EnvironmentConfig
+from environment.names import merge_job_prefix
 from stacks.components.lake_storage import LakeStorage
 from stacks.components.merge_dispatcher import MergeDispatcher
 from stacks.components.merge_jobs import MergeJobs

@@ -7,7 +7,7 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
+from environment.config import EnvironmentConfig
 from stacks.components.network import Network
 
 

@@ -13,8 +13,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from cdclake.config import EnvironmentConfig
 from connectors.configs import broker_count, connector_name, topic_name
+from environment.config import EnvironmentConfig
 from stacks.capture_stack import CaptureStack
 from stacks.components.credential_refresh import CredentialRefresh
 from stacks.components.dashboard import (

@@ -73,7 +73,7 @@ class Synth:
     def __init__(self, env: str, outdir: Path) -> None:
         import aws_cdk as cdk
 
-        from cdclake.config import load_config
+        from environment.config import load_config
         from stacks import build_stacks
         from tests.cdk.stack_helpers import cdk_context  # with the plugins CI has no zips of
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import requests
 
-from cdclake.config import EnvironmentConfig
 from connectors.configs import (
     CONFIG_PROVIDER,
     S3_IMPORT_PROVIDER,
@@ -26,6 +25,7 @@ from connectors.configs import (
     s3_sink_config,
     worker_properties,
 )
+from environment.config import EnvironmentConfig
 
 LOCAL_S3_SINK_CLASS = "io.cdclake.local.S3Sink"
 FILE_CONFIG_PROVIDER_CLASS = "org.apache.kafka.common.config.provider.FileConfigProvider"

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cdclake.fanout_settings import MappingSettings
+from environment.fanout_settings import MappingSettings
 
 Record = dict[str, Any]
 

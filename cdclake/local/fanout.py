@@ -39,13 +39,6 @@ from typing import Any
 import boto3
 import requests
 
-from cdclake.config import REPO_ROOT, ConsumerConfig, EnvironmentConfig
-from cdclake.fanout_settings import (
-    FAILED_RECORDS_RETENTION_DAYS,
-    MAPPING,
-    PUT_EVENTS_BACKOFF_SECONDS,
-    PUT_EVENTS_MAX_ATTEMPTS,
-)
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, JVM_OPTS, StackHandle, State, java_binary
@@ -55,6 +48,14 @@ from connectors.configs import (
     environment_variables,
     topic_name,
 )
+from environment.config import ConsumerConfig, EnvironmentConfig
+from environment.fanout_settings import (
+    FAILED_RECORDS_RETENTION_DAYS,
+    MAPPING,
+    PUT_EVENTS_BACKOFF_SECONDS,
+    PUT_EVENTS_MAX_ATTEMPTS,
+)
+from environment.paths import REPO_ROOT
 
 SERVER_LIB = REPO_ROOT / "jvm" / "lib" / "debezium-server"
 #: Processes of the fan-out, in start order (``down`` stops them before the capture stack).

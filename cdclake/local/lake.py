@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdclake.config import load_config
 from cdclake.local.processes import StackError
 from cdclake.local.runtime import AWS_ENV
 from cdclake.local.stack import LocalStack
 from connectors.configs import topic_name
+from environment.config import load_config
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from xml.sax.saxutils import escape
 
 from pg8000.native import Connection, identifier
 
-from cdclake.config import REPO_ROOT
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, JVM_OPTS, StackHandle, State, java_binary
+from environment.paths import REPO_ROOT
 
 LIB = REPO_ROOT / "jvm" / "lib" / "hive-metastore"
 HIVE_VERSION = "3.1.3"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from cdclake.local.processes import StackError, Tracked
 
 if TYPE_CHECKING:
-    from cdclake.config import EnvironmentConfig
+    from environment.config import EnvironmentConfig
 
 # Dummy credentials: moto accepts any; the worker's AWS SDK finds them in its environment, the
 # same default provider chain that picks up the IAM role on MSK Connect.

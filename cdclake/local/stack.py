@@ -38,7 +38,6 @@ from typing import Any
 import boto3
 from pg8000.native import Connection, DatabaseError, InterfaceError, identifier
 
-from cdclake.config import REPO_ROOT, load_config
 from cdclake.local import fanout as local_fanout
 from cdclake.local import metastore as local_metastore
 from cdclake.local import processes
@@ -52,8 +51,10 @@ from cdclake.local.connect import (
 )
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, JVM_OPTS, State, java_binary
-from cdclake.replication import bootstrap_spec
 from connectors.configs import connector_name, render_properties
+from environment.config import load_config
+from environment.paths import REPO_ROOT
+from environment.replication import bootstrap_spec
 from lambdas.bootstrap.sql import (
     BootstrapResult,
     BootstrapSpec,

@@ -28,11 +28,11 @@ from typing import Any
 
 import requests
 
-from cdclake.config import REPO_ROOT
 from cdclake.local import processes
 from cdclake.local.processes import StackError, Tracked
 from cdclake.local.runtime import AWS_ENV, StackHandle, State
 from connectors.configs import render_properties
+from environment.paths import REPO_ROOT
 
 POM = REPO_ROOT / "jvm" / "trino" / "pom.xml"
 TRINO_LIB = REPO_ROOT / "jvm" / "lib" / "trino"

@@ -14,7 +14,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import KinesisConfig, TableConfig
+from environment.config import KinesisConfig, TableConfig
 from stacks.components.nag import acknowledge
 
 

@@ -38,8 +38,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
 from cdclake_merge import metrics
+from environment.config import DatabaseAlarms as DatabaseAlarmsConfig
 from stacks.components.lake_alarms import LakeAlarms, lake_metric
 
 PERIOD = cdk.Duration.minutes(5)

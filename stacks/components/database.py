@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
 from constructs import Construct
 
-from cdclake.config import DatabaseConfig
+from environment.config import DatabaseConfig
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 

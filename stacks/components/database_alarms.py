@@ -11,7 +11,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from constructs import Construct
 
-from cdclake.config import DatabaseAlarms as DatabaseAlarmsConfig
+from environment.config import DatabaseAlarms as DatabaseAlarmsConfig
 
 #: Services whose notifications reach the topic: alarms and EventBridge rules of the account.
 PUBLISHING_SERVICES = ("cloudwatch.amazonaws.com", "events.amazonaws.com")

@@ -28,8 +28,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cdclake.config import DebeziumServerConfig
 from connectors.configs import DEBEZIUM_SERVER_RDS_CA, environment_variables
+from environment.config import DebeziumServerConfig
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 

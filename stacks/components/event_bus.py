@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from cdclake.config import FanOutConfig, TableConfig
+from environment.config import FanOutConfig, TableConfig
 
 
 class ChangeEventBus(Construct):

@@ -20,8 +20,8 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdclake.config import FanOutConfig, TableConfig
-from cdclake.fanout_settings import (
+from environment.config import FanOutConfig, TableConfig
+from environment.fanout_settings import (
     FAILED_RECORDS_RETENTION_DAYS,
     MAPPING,
     PUT_EVENTS_BACKOFF_SECONDS,

@@ -17,7 +17,7 @@ from aws_cdk import aws_msk as msk
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import MskConfig
+from environment.config import MskConfig
 from stacks.components.log_storage import log_group
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 

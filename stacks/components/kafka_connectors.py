@@ -30,9 +30,11 @@ from aws_cdk import aws_kafkaconnect as kafkaconnect
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import ConnectConfig, plugin_source, resource_name
 from connectors import versions
 from connectors.configs import render_properties
+from environment.artifacts import plugin_source
+from environment.config import ConnectConfig
+from environment.names import resource_name
 from stacks.components.log_storage import log_group
 
 

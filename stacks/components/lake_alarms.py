@@ -23,8 +23,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from cdclake.config import LakeConfig, TableConfig
 from cdclake_merge import metrics
+from environment.config import LakeConfig, TableConfig
 
 QUARANTINE_PERIOD = cdk.Duration.minutes(5)
 GRAPH_PERIOD = cdk.Duration.minutes(5)

@@ -18,7 +18,8 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from cdclake.config import REPO_ROOT, DispatchConfig
+from environment.config import DispatchConfig
+from environment.paths import REPO_ROOT
 from stacks.components.log_storage import log_group
 from stacks.components.powertools_function import powertools_function
 

@@ -15,10 +15,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from cdclake.config import REPO_ROOT, LakeConfig, TableConfig, merge_job_prefix
 from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
+from environment.config import LakeConfig, TableConfig
+from environment.names import merge_job_prefix
+from environment.paths import REPO_ROOT
 
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"

@@ -6,7 +6,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdclake.config import NetworkConfig
+from environment.config import NetworkConfig
 from stacks.components.log_storage import log_group
 
 # Interface endpoints that keep private AWS API calls inside the VPC: the bootstrap Lambda and the

@@ -11,7 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdclake.config import REPO_ROOT
+from environment.paths import REPO_ROOT
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge
 from stacks.components.python_bundling import code_with_libraries
 

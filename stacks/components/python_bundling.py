@@ -14,7 +14,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_lambda as lambda_
 
-from cdclake.config import REPO_ROOT
+from environment.paths import REPO_ROOT
 
 CACHE_ROOT = Path(tempfile.gettempdir()) / "cdclake-lambda-deps"
 

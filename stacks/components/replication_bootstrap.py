@@ -18,8 +18,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdclake.config import DatabaseConfig
-from cdclake.replication import BootstrapPayload
+from environment.config import DatabaseConfig
+from environment.replication import BootstrapPayload
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge, managed_policy_finding
@@ -57,7 +57,7 @@ class ReplicationBootstrap(Construct):
         alarm_topic: sns.ITopic,
         rds_ca_bundle: Path | None,
     ) -> None:
-        """``spec``: what the bootstrap makes (``cdclake.replication.bootstrap_spec``);
+        """``spec``: what the bootstrap makes (``environment.replication.bootstrap_spec``);
         ``environment`` names the Environment dimension of its metric; ``rds_ca_bundle``: the
         RDS CA bundle the function verifies Aurora with (shipped in a layer), None when the
         config opts out of verifying. Reaching the cluster and reading ``master_secret`` are

@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Where each top-level package of ours lives (pyproject.toml maps cdclake_merge to the job's lib).
 PACKAGES = {
+    "environment": ROOT / "environment",
     "cdclake": ROOT / "cdclake",
     "cdclake_merge": ROOT / "glue_jobs" / "lib" / "cdclake_merge",
     "glue_jobs": ROOT / "glue_jobs",
@@ -18,9 +19,10 @@ PACKAGES = {
     "connectors": ROOT / "connectors",
 }
 
-# Low to high. A module imports only from its own layer or below; the foundation imports
-# nothing of ours but itself, and no CDK, Spark or boto3.
-FOUNDATION = ("cdclake.config", "cdclake.replication", "cdclake.fanout_settings")
+# Low to high, one top-level folder (or two side by side) a layer. A module imports only from
+# its own layer or below; the foundation imports nothing of ours but itself, and no CDK, Spark
+# or boto3.
+FOUNDATION = ("environment",)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", FOUNDATION),
     ("runtime", ("cdclake_merge", "glue_jobs", "lambdas")),
@@ -74,7 +76,7 @@ def imports() -> dict[str, set[str]]:
 
 
 def imported_names(module: str) -> set[str]:
-    """Every dotted name ``module`` imports, ours or not (``cdclake.config.TableConfig``)."""
+    """Every dotted name ``module`` imports, ours or not (``environment.config.TableConfig``)."""
     path = modules()[module]
     tree = ast.parse(path.read_text(), filename=str(path))
     return set(_imported(tree, module, path.name == "__init__.py"))
@@ -93,6 +95,27 @@ def names_used(module: str) -> set[str]:
         elif isinstance(node, ast.alias):
             found.add(node.name.rsplit(".", 1)[-1])
     return found
+
+
+def folder_of(module: str) -> str:
+    """The top-level folder a module lives in (cdclake_merge lives in glue_jobs/lib)."""
+    return PACKAGES[module.split(".")[0]].relative_to(ROOT).parts[0]
+
+
+def folder_imports() -> dict[str, set[str]]:
+    """Top-level folder -> the other top-level folders its modules import."""
+    graph: dict[str, set[str]] = {folder_of(module): set() for module in modules()}
+    for module, targets in imports().items():
+        graph[folder_of(module)] |= {folder_of(t) for t in targets} - {folder_of(module)}
+    return graph
+
+
+def folder_layer(folder: str) -> int:
+    """The layer of a top-level folder: every module in it must be of that one layer."""
+    found = {layer_of(module) for module in modules() if folder_of(module) == folder}
+    if len(found) != 1:
+        raise AssertionError(f"{folder}/ holds modules of layers {sorted(found)}")
+    return found.pop()
 
 
 def third_party(module: str) -> set[str]:

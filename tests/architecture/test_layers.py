@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from tests.architecture.layers import (
-    FOUNDATION,
     FOUNDATION_FORBIDDEN,
     LAYERS,
     cycles,
+    folder_imports,
+    folder_layer,
     imports,
     layer_of,
     modules,
@@ -29,10 +30,31 @@ def test_layers_no_module_imports_a_higher_layer() -> None:
     assert upward == []
 
 
+def test_layers_folder_graph_no_circles() -> None:
+    assert cycles(folder_imports()) == []
+
+
+def test_layers_every_folder_is_one_layer() -> None:
+    for folder in folder_imports():
+        folder_layer(folder)  # raises for a folder holding modules of two layers
+
+
+def test_layers_no_folder_imports_a_higher_folder() -> None:
+    upward = [
+        f"{folder}/ imports {target}/"
+        for folder, targets in sorted(folder_imports().items())
+        for target in sorted(targets)
+        if folder_layer(target) > folder_layer(folder)
+    ]
+    assert upward == []
+
+
 def test_layers_foundation_imports_only_itself() -> None:
     graph = imports()
-    for module in FOUNDATION:
-        assert graph[module] <= set(FOUNDATION), module
+    foundation = [m for m in modules() if layer_of(m) == 0]
+    assert foundation, "no foundation module found"
+    for module in foundation:
+        assert all(layer_of(target) == 0 for target in graph[module]), module
         assert not third_party(module) & set(FOUNDATION_FORBIDDEN), module
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdclake.config import load_config
 from cdclake.snapshot import send_signal, signal_tables_for
+from environment.config import load_config
 from lambdas.bootstrap import handler
 from tests.bootstrap.bootstrap_helpers import FANOUT_SIGNAL, LAKE_SIGNAL, Database
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdclake.config import CONFIG_DIR, load_config
-from cdclake.replication import bootstrap_spec
+from environment.config import load_config
+from environment.paths import CONFIG_DIR
+from environment.replication import bootstrap_spec
 from lambdas.bootstrap.sql import BootstrapSpec, TableSpec, qualified
 
 SPEC = BootstrapSpec(

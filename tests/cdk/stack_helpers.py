@@ -72,7 +72,7 @@ def synth_config_variant(env: str, section: str, **updates: Any) -> dict[str, di
     if key not in _VARIANTS:
         import aws_cdk as cdk
 
-        from cdclake.config import load_config
+        from environment.config import load_config
         from stacks import build_stacks
 
         config = load_config(env)
@@ -162,7 +162,7 @@ def synth_config_dir(env: str, config_dir: Path, outdir: Path) -> dict[str, dict
     ``cdk synth -c env=<env> -c config_dir=<dir>`` builds (app.py), one synth."""
     import aws_cdk as cdk
 
-    from cdclake.config import load_config
+    from environment.config import load_config
     from stacks import build_stacks
 
     app = cdk.App(

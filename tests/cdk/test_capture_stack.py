@@ -13,8 +13,9 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from cdclake.config import ConfigError, PluginNotFound, load_config
 from connectors.configs import render_properties, worker_properties
+from environment.artifacts import PluginNotFound
+from environment.config import ConfigError, load_config
 from stacks.components.kafka_connectors import digest, plugin_location
 from tests.cdk.stack_helpers import (
     PLUGIN_CONTEXT,

@@ -10,7 +10,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_events as events
 
-from cdclake.replication import bootstrap_spec
+from environment.replication import bootstrap_spec
 from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
 
 pytestmark = pytest.mark.cdk
@@ -336,7 +336,7 @@ def test_database_bootstrap_ships_rds_ca_bundle_and_verifies(env: Any) -> None:
 def test_database_rds_ca_bundle_missing_fails_in_one_line_naming_make_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdclake.config import ConfigError, load_config
+    from environment.config import ConfigError, load_config
     from stacks import build_stacks
     from tests.cdk.stack_helpers import cdk_context
 
@@ -353,7 +353,8 @@ def test_database_rds_ca_bundle_missing_fails_in_one_line_naming_make_target(
 def test_database_rds_ca_bundle_without_certificate_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdclake.config import ConfigError, load_config, rds_ca_bundle
+    from environment.artifacts import rds_ca_bundle
+    from environment.config import ConfigError, load_config
 
     bundle = tmp_path / "global-bundle.pem"
     bundle.write_text("<html>captive portal</html>\n")
@@ -366,7 +367,8 @@ def test_database_rds_ca_bundle_without_certificate_refused(
 def test_database_tls_opt_out_needs_no_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cdclake.config import load_config, rds_ca_bundle
+    from environment.artifacts import rds_ca_bundle
+    from environment.config import load_config
 
     monkeypatch.setenv("CDCLAKE_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
     config = load_config("dev")

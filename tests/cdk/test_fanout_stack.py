@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 
-from cdclake.config import DebeziumServerConfig
+from environment.config import DebeziumServerConfig
 from stacks.components.debezium_server import DebeziumServer
 from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import (
@@ -334,7 +334,7 @@ def test_fanout_consumer_rule_and_dead_letter_alarms_named_from_config(
 
 
 def test_fanout_consumer_name_too_long_for_rule_refused() -> None:
-    from cdclake.config import ConfigError
+    from environment.config import ConfigError
     from stacks.components.event_consumers import consumer_rule_name
 
     # A ConfigError: app.py ends synth with its one line, no traceback.

@@ -46,7 +46,7 @@ def test_gates_cdk_nag_insecure_resource_fails_synth(tmp_path: Path) -> None:
     import aws_cdk as cdk
     from aws_cdk import aws_s3 as s3
 
-    from cdclake.config import load_config
+    from environment.config import load_config
     from stacks import build_stacks
     from tests.cdk.stack_helpers import cdk_context
 

@@ -142,7 +142,7 @@ def test_operations_table_freshness_overrides_lake_default() -> None:
     from aws_cdk import aws_sns as sns
     from aws_cdk.assertions import Template
 
-    from cdclake.config import load_config
+    from environment.config import load_config
     from stacks.components.lake_alarms import LakeAlarms
 
     config = load_config("dev")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdclake.config import ConfigError, load_config
+from environment.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,7 +227,7 @@ def test_lake_config_freshness_of_table_setting_wins_over_the_lake_default(
 
 
 def test_glue_job_config_run_cap_defaults_follow_workers_and_timeout() -> None:
-    from cdclake.config import GlueJobConfig
+    from environment.config import GlueJobConfig
 
     small = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
     wide = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
@@ -282,7 +282,7 @@ def test_load_config_dispatch_slower_than_freshness_names_schedule_and_table(
 
 
 def test_dispatch_config_interval_of_every_n_minutes_cron_is_n() -> None:
-    from cdclake.config import DispatchConfig
+    from environment.config import DispatchConfig
 
     assert DispatchConfig(schedule="cron(0/20 * * * ? *)").interval_minutes() == 20
     assert DispatchConfig(schedule="cron(0 12 * * ? *)").interval_minutes() is None
@@ -324,7 +324,7 @@ def test_glue_job_of_run_caps_follow_the_tables_workers(tmp_path: Path) -> None:
 
 
 def test_glue_job_config_bytes_per_executor_is_the_byte_caps_unit() -> None:
-    from cdclake.config import GlueJobConfig
+    from environment.config import GlueJobConfig
 
     job = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
     assert job.bytes_per_run() == 4 * job.bytes_per_executor()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.config import EnvironmentConfig, load_config
 from connectors import versions
 from connectors.configs import (
     CONFIG_REFERENCE,
@@ -28,6 +27,7 @@ from connectors.configs import (
     worker_properties,
 )
 from connectors.render import GENERATED_DIR, render
+from environment.config import EnvironmentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:cdclake/replication"
@@ -291,7 +291,8 @@ def test_environment_variables_round_trip_to_property_names(server: dict[str, st
 
 def test_connect_config_default_plugins_are_what_make_plugins_builds() -> None:
     # A deploy after `make plugins` needs no config edit: the defaults are its output zips.
-    from cdclake.config import PLUGIN_DIST_DIR, ConnectConfig
+    from environment.config import ConnectConfig
+    from environment.paths import PLUGIN_DIST_DIR
 
     defaults = ConnectConfig()
     assert defaults.debezium_plugin == f"{PLUGIN_DIST_DIR}/{versions.DEBEZIUM_PLUGIN_ZIP}"

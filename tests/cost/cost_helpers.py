@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cdclake.config import EnvironmentConfig, load_config
+from environment.config import EnvironmentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 # The run the model's per-event rate was measured in (cdclake/cost.py).

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cdclake import cost
-from cdclake.config import EnvironmentConfig
+from environment.config import EnvironmentConfig
 from tests.cost.cost_helpers import (
     ENVS,
     bench_run,

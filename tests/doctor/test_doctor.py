@@ -10,7 +10,6 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from cdclake.config import EnvironmentConfig, load_config
 from cdclake.doctor import (
     Check,
     app,
@@ -27,6 +26,7 @@ from cdclake.doctor import (
     run_checks,
 )
 from cdclake.errors import run
+from environment.config import EnvironmentConfig, load_config
 
 pytestmark = pytest.mark.moto
 

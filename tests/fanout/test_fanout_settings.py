@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from cdclake.fanout_settings import MAPPING, MappingSettings
+from environment.fanout_settings import MAPPING, MappingSettings
 
 
 def test_mapping_settings_to_dict_round_trips_every_field() -> None:

@@ -16,11 +16,11 @@ from typing import Any
 
 import boto3
 
-from cdclake.config import EnvironmentConfig
 from cdclake.local.runtime import AWS_ENV
 from cdclake.local.stack import LocalStack
 from cdclake_merge.debezium import TableSpec, parse_value
 from cdclake_merge.transforms import order_key
+from environment.config import EnvironmentConfig
 
 PAYMENTS_DDL = (
     "CREATE TABLE public.payments (id bigint PRIMARY KEY, account text NOT NULL, "

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from cdclake.config import EnvironmentConfig, load_config
 from cdclake.local.fanout import (
     FAILED_RECORDS_RETENTION_S,
     MAPPING,
@@ -23,6 +22,7 @@ from cdclake.local.fanout import (
 )
 from connectors.configs import topic_name
 from connectors.render import placeholder_database
+from environment.config import EnvironmentConfig, load_config
 
 pytestmark = pytest.mark.cdk
 

@@ -45,7 +45,7 @@ def templates(synth: Any) -> dict[str, dict[str, Any]]:
     it only changes the bootstrap function's asset, not a role's statements."""
     import certifi
 
-    from cdclake.config import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE
+    from environment.paths import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE
 
     with pytest.MonkeyPatch.context() as patch:
         if not os.environ.get(RDS_CA_BUNDLE_VARIABLE) and not RDS_CA_BUNDLE.is_file():
@@ -56,7 +56,7 @@ def templates(synth: Any) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def account() -> str:
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     return load_config(ENV).account
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cdclake.config import EnvironmentConfig, load_config
+from environment.config import EnvironmentConfig, load_config
 from tests.iam.iam_helpers import (
     SERVER_USER_AGENT,
     Access,

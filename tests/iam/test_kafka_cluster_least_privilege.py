@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from cdclake.config import EnvironmentConfig, load_config
 from connectors.configs import connector_name, heartbeat_topic, offsets_topic, topic_name
+from environment.config import EnvironmentConfig, load_config
 from tests.iam.iam_helpers import (
     KAFKA_RECORDED_TABLES,
     Access,

@@ -126,8 +126,8 @@ def job_runs(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Any]]:
     """A merge run, then a replay run with the fix, of the template's public.orders job."""
-    from cdclake.config import load_config
     from cdclake_merge.generator import GeneratorOptions, generate_files
+    from environment.config import load_config
 
     folder = tmp_path_factory.mktemp("merge-iam")
     with (

@@ -187,10 +187,10 @@ def merge_in_session(spark: Any, table: str) -> dict[str, Any]:
     What ``cdclake merge --env local`` runs (run_merge over the table's sink), without a
     second JVM; the caller points this process at the stack (CDCLAKE_LOCAL_DIR).
     """
-    from cdclake.config import load_config
     from cdclake.ops import AnyFileSystem, local_place
     from cdclake.quarantine import open_table
     from cdclake_merge.job import run_merge
+    from environment.config import load_config
 
     place = local_place(load_config("local"), table)
     options = place.merge_options()

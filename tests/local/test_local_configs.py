@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.config import EnvironmentConfig, load_config
 from cdclake.local.connect import (
     SINK_OVERRIDES,
     SOURCE_OVERRIDES,
@@ -20,6 +19,7 @@ from cdclake.local.connect import (
 )
 from connectors.configs import connector_name
 from connectors.render import render
+from environment.config import EnvironmentConfig, load_config
 
 ENDPOINTS = LocalEndpoints(
     postgres_port=15432,

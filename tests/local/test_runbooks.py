@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cdclake.config import CONFIG_DIR
 from cdclake.local.runtime import AWS_ENV
 from cdclake.local.stack import LocalStack
 from cdclake_merge.session import METASTORE_URI_ENV
+from environment.paths import CONFIG_DIR
 from tests.local.local_helpers import (
     change_files,
     lose_slot,

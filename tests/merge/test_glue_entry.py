@@ -99,7 +99,7 @@ def test_glue_entry_run_without_retention_uses_library_default() -> None:
 
 
 def test_glue_entry_template_run_cap_reaches_run(synth) -> None:  # type: ignore[no-untyped-def]
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     customers = job_arguments(synth("dev").template("lake"), "public.customers")
     module = runpy.run_path(str(ENTRY))

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGE = ROOT / "build" / "mutation"
 # (in the repository, in the staging copy): the package layout of pyproject.toml's package-dir.
 LAYOUT = [
+    ("environment", "environment"),
     ("cdclake", "cdclake"),
     ("glue_jobs/lib/cdclake_merge", "cdclake_merge"),
     ("lambdas", "lambdas"),
@@ -38,9 +39,11 @@ SCOPE: dict[str, list[str]] = {
     "lambdas.fanout.handler": ["lambdas.fanout.handler.*"],
     "cdclake_merge.positions": ["cdclake_merge.positions.*"],
     "cdclake_merge.metrics": ["cdclake_merge.metrics.*"],
-    "cdclake.config": ["cdclake.config.*"],
-    "cdclake.replication": ["cdclake.replication.*"],
-    "cdclake.fanout_settings": ["cdclake.fanout_settings.*"],
+    "environment.config": ["environment.config.*"],
+    "environment.names": ["environment.names.*"],
+    "environment.artifacts": ["environment.artifacts.*"],
+    "environment.replication": ["environment.replication.*"],
+    "environment.fanout_settings": ["environment.fanout_settings.*"],
     "cdclake.validate": [
         f"cdclake.validate.{name}__mutmut_*"
         for name in (

@@ -58,13 +58,13 @@ def deployed(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     """public.orders of dev as after one Glue run: what `cdclake status` reads on AWS."""
-    from cdclake.config import load_config
     from cdclake.ops import AnyFileSystem
     from cdclake_merge.generator import GeneratorOptions, generate_files
     from cdclake_merge.job import MergeOptions, run_merge
     from cdclake_merge.metrics import TableRun, publish
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import LocalFileSystem
+    from environment.config import load_config
 
     config = load_config(ENV, config_dir=config_dir)
     table = config.lake_table("public.orders")

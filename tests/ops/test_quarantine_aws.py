@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.moto, pytest.mark.spark, pytest.mark.hudi, pytest.mark
 @pytest.fixture(scope="module")
 def replay_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """config/dev.yaml in moto's account and a region of these tests' own."""
-    from cdclake.config import load_config
+    from environment.config import load_config
 
     folder = tmp_path_factory.mktemp("replay-config")
     raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())

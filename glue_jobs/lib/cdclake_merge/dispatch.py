@@ -15,7 +15,7 @@ that grows.
 
 Each run started is sized to what waits (:class:`Sizing`): an executor per
 ``--dispatch_bytes_per_executor`` of pending bytes (what a worker applies in half the timeout
-at the measured rate, ``cdclake.config.GlueJobConfig.bytes_per_executor``) and the driver,
+at the measured rate, ``environment.config.GlueJobConfig.bytes_per_executor``) and the driver,
 within the table's ``--dispatch_min_workers`` and its job's ``NumberOfWorkers``; Glue auto
 scaling releases what a run leaves idle. The bounds come from the job's default arguments:
 the Lambda has no config of its own.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from cdclake.config import EnvironmentConfig
+from environment.config import EnvironmentConfig
 
 
 class TablePayload(TypedDict):

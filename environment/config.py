@@ -8,9 +8,7 @@ reason, instead of surfacing as a broken connector after deploy.
 
 from __future__ import annotations
 
-import os
 import re
-import ssl
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -26,8 +24,16 @@ from pydantic import (
     model_validator,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = REPO_ROOT / "config"
+from environment.capacity import (
+    FLEX_WORKER_TYPES,
+    GLUE_CONCURRENT_RUNS_QUOTA,
+    MERGE_BYTES_PER_VCPU_SECOND,
+    MERGE_FILES_PER_VCPU_SECOND,
+    RUN_TIMEOUT_SHARE,
+    WORKER_VCPUS,
+)
+from environment.names import merge_job_prefix, resource_name
+from environment.paths import CONFIG_DIR, PLUGIN_DIST_DIR
 
 # PostgreSQL identifiers as Debezium include lists and publications accept them unquoted.
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
@@ -84,17 +90,6 @@ class GlueJobSizing(_Model):
     min_workers: int | None = Field(
         default=None, ge=2, description="workers a run starts with at least (driver included)"
     )
-
-
-def resource_name(prefix: str, *parts: str) -> str:
-    """``<prefix>-<part>-...``: the physical name of an environment's resource, for a construct
-    given its environment's prefix (:meth:`EnvironmentConfig.resource_name` for the rest)."""
-    return "-".join((prefix, *parts))
-
-
-def merge_job_prefix(prefix: str) -> str:
-    """What every merge job name of an environment starts with (and nothing else's does)."""
-    return f"{prefix}-merge-"
 
 
 class TableConfig(_Model):
@@ -271,16 +266,6 @@ class DatabaseConfig(_Model):
         }
 
 
-# vCPUs of one worker (Glue's worker types) and the merge's rate per vCPU, measured at a
-# third of what docs/reliability.md's throughput run reached (3.3 GB in 112 s on 2 vCPUs):
-# the per-run cap's defaults, so that a capped run ends well inside its timeout.
-WORKER_VCPUS = {"G.1X": 4, "G.2X": 8, "G.4X": 16, "G.8X": 32}
-MERGE_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
-MERGE_FILES_PER_VCPU_SECOND = 2
-RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
-FLEX_WORKER_TYPES = ("G.1X", "G.2X")  # Glue's flexible execution class takes only these
-
-
 class GlueJobConfig(_Model):
     worker_type: WorkerType = "G.1X"
     # With Glue auto scaling on, the job's NumberOfWorkers is what a run may scale up to; the
@@ -342,10 +327,6 @@ class GlueJobConfig(_Model):
         if self.max_bytes_per_run is not None:
             return int(self.max_bytes_per_run)
         return max((self.number_of_workers - 1) * self.bytes_per_executor(), 1)
-
-
-# Glue's default quota of concurrent job runs per account; the dispatcher stays below it.
-GLUE_CONCURRENT_RUNS_QUOTA = 50
 
 
 class DispatchConfig(_Model):
@@ -425,35 +406,6 @@ class MskConfig(_Model):
 
 
 # A bucket name that marks a plugin location as not yet filled in; synth refuses it.
-PLUGIN_PLACEHOLDER_BUCKET = "REPLACE-ME"
-# Where `make plugins` (connectors/package_plugins.sh) writes the zips.
-PLUGIN_DIST_DIR = "connectors/dist"
-PLUGIN_BUILD_HINT = "run `make plugins` (or set an s3://bucket/key you uploaded)"
-
-
-class PluginNotFound(ConfigError):
-    """A plugin location that cannot deploy: a missing local zip or a placeholder bucket."""
-
-
-def plugin_source(
-    location: str, *, setting: str, repo_root: Path = REPO_ROOT
-) -> tuple[str, str] | Path:
-    """``(bucket, key)`` of an ``s3://bucket/key`` plugin location, or the path of a local zip
-    (relative to the repository); :class:`PluginNotFound` naming ``setting`` otherwise."""
-    if location.startswith("s3://"):
-        bucket, _, key = location.removeprefix("s3://").partition("/")
-        if not bucket or not key:
-            raise PluginNotFound(f"{setting}: {location!r} is not s3://bucket/key")
-        if bucket == PLUGIN_PLACEHOLDER_BUCKET:
-            raise PluginNotFound(f"{setting}: {location} is a placeholder; {PLUGIN_BUILD_HINT}")
-        return bucket, key
-    path = Path(location)
-    path = path if path.is_absolute() else repo_root / path
-    if not path.is_file():
-        raise PluginNotFound(f"{setting}: no plugin zip at {path}; {PLUGIN_BUILD_HINT}")
-    return path
-
-
 class ConnectConfig(_Model):
     """MSK Connect: plugins, capacity, snapshot and S3 sink rotation."""
 
@@ -646,29 +598,3 @@ def load_config(
 
 
 #: Where `make rds-ca` puts the RDS global CA bundle (git-ignored); CDCLAKE_RDS_CA_BUNDLE
-#: names another file (the tests' own CA).
-RDS_CA_BUNDLE = REPO_ROOT / "build" / "rds-ca" / "global-bundle.pem"
-RDS_CA_BUNDLE_VARIABLE = "CDCLAKE_RDS_CA_BUNDLE"
-
-
-def rds_ca_bundle(config: EnvironmentConfig) -> Path | None:
-    """The CA bundle the bootstrap verifies Aurora with; None when the config opts out.
-
-    A missing or unreadable bundle fails the synth with one line naming the fix.
-    """
-    if not config.database.tls_verify:
-        return None
-    bundle = Path(os.environ.get(RDS_CA_BUNDLE_VARIABLE) or RDS_CA_BUNDLE)
-    fix = (
-        f"run `make rds-ca` (or set database.tls_verify: false in config/{config.env}.yaml "
-        "to connect unverified)"
-    )
-    if not bundle.is_file():
-        raise ConfigError(f"RDS CA bundle {bundle} not found: {fix}")
-    try:
-        ssl.create_default_context(cafile=str(bundle))
-    except ssl.SSLError as exc:
-        raise ConfigError(
-            f"RDS CA bundle {bundle} holds no readable certificate ({exc}): {fix}"
-        ) from None
-    return bundle
