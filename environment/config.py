@@ -373,6 +373,22 @@ class LakeConfig(_Model):
             "cannot bring its row back: at least the topics' retention plus a segment's age"
         ),
     )
+    retain_hours: int = Field(
+        default=24,
+        ge=1,
+        le=24 * 30,
+        description=(
+            "how far back a lake table's file versions are kept (Hudi's cleaner, by hours) and "
+            "the bucket's noncurrent object versions with them: a restore or time-travel read "
+            "reaches this far, savepoints further"
+        ),
+    )
+    savepoint_days: int = Field(
+        default=7,
+        ge=1,
+        le=90,
+        description="a savepoint per lake table each day, the newest this many kept",
+    )
     glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     freshness_minutes: FreshnessMinutes = Field(
