@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from cdclake.comparison import Report
 from cdclake.demo import summary_table
-from cdclake.validate import Report
 from cdclake_merge.job import RunResult
 
 

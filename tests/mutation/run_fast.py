@@ -7,8 +7,8 @@ name at run time), runs mutmut there and prints the score per module and every s
 
     python tests/mutation/run_fast.py [--max-children N] [--min-score PERCENT]
 
-Only the functions named in ``SCOPE`` count: a module's half that needs a server (validate's
-PostgreSQL side, the bootstrap's SQL statements and its handler) is for its server tests.
+Only the functions named in ``SCOPE`` count: a module's half that needs a server (the
+bootstrap's SQL statements and its handler) is for its server tests.
 """
 
 from __future__ import annotations
@@ -44,24 +44,7 @@ SCOPE: dict[str, list[str]] = {
     "environment.artifacts": ["environment.artifacts.*"],
     "environment.replication": ["environment.replication.*"],
     "environment.fanout_settings": ["environment.fanout_settings.*"],
-    "cdclake.validate": [
-        f"cdclake.validate.{name}__mutmut_*"
-        for name in (
-            "x_kind_of",
-            "x_canonical",
-            "x__numeric",
-            "x__float",
-            "x__timestamp",
-            "x_jsonb_text",
-            "x__jsonb_string",
-            "x_row_text",
-            "x_row_hash",
-            "x_compare",
-            "x_compare_rows",
-            "xǁRowsSideǁ*",
-            "xǁReportǁ*",
-        )
-    ],
+    "cdclake.comparison": ["cdclake.comparison.*"],
     "lambdas.bootstrap.sql": [
         "lambdas.bootstrap.sql.x_qualified__mutmut_*",
         "lambdas.bootstrap.sql.xǁBootstrapSpecǁ*",

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from cdclake.validate import KINDS, canonical, jsonb_text, kind_of, row_hash, row_text
+from cdclake.comparison import KINDS, canonical, jsonb_text, kind_of, row_hash, row_text
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from cdclake import validate
-from cdclake.validate import Canonical, Key, RowsSide, compare, compare_rows
+from cdclake import comparison
+from cdclake.comparison import Canonical, Key, RowsSide, compare, compare_rows
 
 KINDS = {"id": "int", "name": "text", "n": "numeric"}
 
@@ -41,7 +41,7 @@ def test_compare_rows_column_examples_capped_while_count_stays_exact() -> None:
 def test_compare_rows_beyond_the_detail_limit_notes_it_and_counts_the_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(validate, "MAX_DETAILED_KEYS", 2)
+    monkeypatch.setattr(comparison, "MAX_DETAILED_KEYS", 2)
     report = compare_rows("public.t", rows(3), rows(3, n="2"), ["id"], KINDS)
     assert len(report.differing_keys) == 3
     assert report.columns["n"].count == 2
@@ -49,7 +49,7 @@ def test_compare_rows_beyond_the_detail_limit_notes_it_and_counts_the_first(
 
 
 def test_compare_rows_at_the_detail_limit_adds_no_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(validate, "MAX_DETAILED_KEYS", 3)
+    monkeypatch.setattr(comparison, "MAX_DETAILED_KEYS", 3)
     report = compare_rows("public.t", rows(3), rows(3, n="2"), ["id"], KINDS)
     assert (report.columns["n"].count, report.notes) == (3, [])
 

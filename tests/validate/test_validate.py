@@ -7,7 +7,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from cdclake.cli import app
-from cdclake.validate import canonical, compare_rows, jsonb_text
+from cdclake.comparison import canonical, compare_rows, jsonb_text
 
 KINDS = {
     "id": "int",
