@@ -226,7 +226,8 @@ def local_target(env: str, table: str) -> Target:
     from pg8000.native import Connection
 
     from cdclake.local.lake import running_status
-    from cdclake.local.stack import SUPERUSER, LocalStack
+    from cdclake.local.postgres import SUPERUSER
+    from cdclake.local.stack import LocalStack
     from environment.config import load_config
 
     config = load_config(env)

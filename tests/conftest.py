@@ -137,8 +137,9 @@ def _stack_missing(*, fanout: bool) -> str | None:
     import shutil
 
     from cdclake.local.fanout import SERVER_LIB
+    from cdclake.local.postgres import postgres_bin_dir
     from cdclake.local.processes import StackError
-    from cdclake.local.stack import JVM_LIB, postgres_bin_dir
+    from cdclake.local.runtime import JVM_LIB
 
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:

@@ -1,32 +1,48 @@
-"""The MSK Connect configurations, as ``connectors/`` generates them, with local endpoints.
+"""The local stack's Kafka Connect: the MSK Connect configurations, as ``connectors/``
+generates them, with local endpoints; its REST API; and the distributed worker it runs.
 
 Only endpoints, credentials and the bucket change (``SOURCE_OVERRIDES`` / ``SINK_OVERRIDES``
 name every key that may differ; tests/local checks nothing else does). Passwords stay out of
 connector configs here too: the secrets config provider becomes Kafka's own
 ``FileConfigProvider`` over a file in the state folder, readable by its owner only.
+
+The worker (:func:`start_worker`) keeps ``worker.properties`` and its log4j settings in
+``connect/`` of the state folder, and a ``plugin.path`` of one folder per plugin in
+``plugins/`` (Debezium's PostgreSQL connector; the S3 sink's jars with the local stand-in for
+Confluent's sink, compiled from ``java/`` here).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from cdclake.local import processes
+from cdclake.local.kafka import LOG4J
+from cdclake.local.processes import StackError, Tracked
+from cdclake.local.runtime import AWS_ENV, JVM_OPTS, StackHandle, java_binary, jvm_lib
 from connectors.configs import (
     CONFIG_PROVIDER,
     S3_IMPORT_PROVIDER,
     DatabaseEndpoint,
     connector_name,
     debezium_source_config,
+    render_properties,
     s3_sink_config,
     worker_properties,
 )
 from environment.config import EnvironmentConfig
 
+SINK_SOURCE = Path(__file__).resolve().parent / "java"
 LOCAL_S3_SINK_CLASS = "io.cdclake.local.S3Sink"
 FILE_CONFIG_PROVIDER_CLASS = "org.apache.kafka.common.config.provider.FileConfigProvider"
 # One broker: every replicated topic has one copy.
@@ -207,3 +223,81 @@ class ConnectClient:
 
 def dump(settings: dict[str, str]) -> str:
     return json.dumps(settings, indent=2, sort_keys=True) + "\n"
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+
+def start_worker(stack: StackHandle, endpoints: LocalEndpoints, *, timeout: float) -> Tracked:
+    """The distributed worker on ``endpoints.connect_port``, once its REST API answers."""
+    lib = jvm_lib("kafka")
+    base = stack.root / "connect"
+    base.mkdir(parents=True, exist_ok=True)
+    worker = worker_config(stack.config, endpoints=endpoints, plugin_path=_plugin_path(stack.root))
+    properties = base / "worker.properties"
+    properties.write_text(render_properties(worker))
+    log4j = base / "log4j.properties"
+    log4j.write_text(LOG4J)
+    proc = processes.spawn(
+        "connect",
+        [
+            java_binary(),
+            *JVM_OPTS,
+            f"-Dlog4j.configuration=file:{log4j}",
+            "-cp",
+            f"{lib}/*",
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            str(properties),
+        ],
+        log=stack.log_path("connect"),
+        env={**os.environ, **AWS_ENV},
+    )
+    client = ConnectClient(endpoints.connect_url)
+    processes.wait_for("Kafka Connect REST", client.ready, timeout=timeout, proc=proc)
+    return proc
+
+
+def _plugin_path(root: Path) -> Path:
+    """plugin.path with one folder per plugin, as MSK Connect gives each plugin its own."""
+    plugins = root / "plugins"
+    debezium = plugins / "debezium-postgres"
+    sink = plugins / "s3-sink"
+    if plugins.exists():
+        shutil.rmtree(plugins)
+    debezium.mkdir(parents=True)
+    sink.mkdir(parents=True)
+    for jar in jvm_lib("debezium-postgres").glob("*.jar"):
+        (debezium / jar.name).symlink_to(jar)
+    for jar in jvm_lib("s3-sink").glob("*.jar"):
+        (sink / jar.name).symlink_to(jar)
+    _build_sink(root, sink / "cdclake-local-s3-sink.jar")
+    return plugins
+
+
+def _build_sink(root: Path, target: Path) -> None:
+    classes = root / "build" / "s3-sink"
+    if classes.exists():
+        shutil.rmtree(classes)
+    classes.mkdir(parents=True)
+    sources = [str(p) for p in SINK_SOURCE.rglob("*.java")]
+    classpath = f"{jvm_lib('kafka')}/*:{jvm_lib('s3-sink')}/*"
+    result = subprocess.run(
+        [
+            java_binary("javac"),
+            "--release",
+            "17",
+            "-nowarn",
+            "-d",
+            str(classes),
+            "-cp",
+            classpath,
+            *sources,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise StackError(f"compiling the local S3 sink failed:\n{result.stderr}")
+    with zipfile.ZipFile(target, "w") as jar:
+        for path in sorted(classes.rglob("*.class")):
+            jar.write(path, path.relative_to(classes).as_posix())

@@ -1,5 +1,6 @@
 """What the local stack's parts share: its state record, the JVM and AWS settings of its
-processes, and the handle a part (the fan-out) gets of the stack that starts it.
+processes (and where their jars are), and the handle a part (the fan-out, each process's
+module) gets of the stack that starts it.
 
 Below ``stack`` and ``fanout``: imports neither, so they need not import each other.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from cdclake.local.processes import StackError, Tracked
+from environment.paths import REPO_ROOT
 
 if TYPE_CHECKING:
     from environment.config import EnvironmentConfig
@@ -27,6 +29,7 @@ AWS_ENV = {
 }
 # Two cores are shared with other work: small heaps, one GC thread.
 JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+JVM_LIB = REPO_ROOT / "jvm" / "lib"
 
 
 def java_binary(tool: str = "java") -> str:
@@ -37,6 +40,16 @@ def java_binary(tool: str = "java") -> str:
     if not found:
         raise StackError(f"{tool} not found: the local stack needs a Java 17 JDK")
     return found
+
+
+def jvm_lib(module: str) -> Path:
+    path = JVM_LIB / module
+    if not path.is_dir() or not any(path.glob("*.jar")):
+        raise StackError(
+            f"{path} has no jars; resolve them with "
+            "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (part of `make setup`)"
+        )
+    return path
 
 
 @dataclass

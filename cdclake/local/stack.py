@@ -13,21 +13,20 @@ Everything lives under one state folder (default ``.local-stack/`` in the reposi
     trino/                Trino's etc/ and data/, once a query started it (cdclake.local.trino)
     secrets/              the replication user's credentials (mode 0600), read by the worker's
                           file config provider; never printed
+
+Each process is started by its own module, which gets the stack as a ``StackHandle``
+(``cdclake.local.runtime``): ``postgres``, ``kafka``, ``connect`` (the worker),
+``metastore``, ``fanout`` (Debezium Server and the Lambda driver), ``trino``; moto here.
+This module decides what runs, in which order, and bootstraps, reconciles and stops it.
 """
 
 from __future__ import annotations
 
-import base64
-import glob
 import os
-import pwd
 import secrets
 import shutil
-import subprocess
 import sys
 import time
-import uuid
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,7 +38,9 @@ import boto3
 from pg8000.native import Connection, DatabaseError, InterfaceError, identifier
 
 from cdclake.local import fanout as local_fanout
+from cdclake.local import kafka as local_kafka
 from cdclake.local import metastore as local_metastore
+from cdclake.local import postgres as local_postgres
 from cdclake.local import processes
 from cdclake.local import trino as local_trino
 from cdclake.local.connect import (
@@ -47,11 +48,11 @@ from cdclake.local.connect import (
     LocalEndpoints,
     connector_configs,
     dump,
-    worker_config,
+    start_worker,
 )
 from cdclake.local.processes import StackError, Tracked
-from cdclake.local.runtime import AWS_ENV, JVM_OPTS, State, java_binary
-from connectors.configs import connector_name, render_properties
+from cdclake.local.runtime import AWS_ENV, State
+from connectors.configs import connector_name
 from environment.config import load_config
 from environment.paths import REPO_ROOT
 from environment.replication import bootstrap_spec
@@ -64,36 +65,7 @@ from lambdas.bootstrap.sql import (
 )
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
-JVM_LIB = REPO_ROOT / "jvm" / "lib"
-SINK_SOURCE = Path(__file__).resolve().parent / "java"
-SUPERUSER = "postgres"
 PROCESS_ORDER = ("moto", "postgres", "metastore", "kafka", "connect")
-LOG4J = """\
-log4j.rootLogger=INFO, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.org.reflections=ERROR
-log4j.logger.org.apache.kafka.clients=WARN
-# Sinks subscribe to topics of tables that do not exist yet; one warning a second each.
-log4j.logger.org.apache.kafka.clients.NetworkClient=ERROR
-log4j.logger.kafka.server.KafkaConfig=WARN
-"""
-# The broker's authorization decisions, one line each, in a bounded file of their own: what the
-# connectors do to which topic and group, as MSK's IAM authorizer would see it (tests/iam checks
-# them against the capture stack's kafka-cluster statements). TRACE: the broker logs some allowed
-# checks (an idempotent producer's IDEMPOTENT_WRITE) only at that level.
-AUTHORIZER_LOG = "kafka-authorizer"
-AUTHORIZER_LOG4J = """\
-log4j.logger.kafka.authorizer.logger=TRACE, authorizer
-log4j.additivity.kafka.authorizer.logger=false
-log4j.appender.authorizer=org.apache.log4j.RollingFileAppender
-log4j.appender.authorizer.File={path}
-log4j.appender.authorizer.MaxFileSize=20MB
-log4j.appender.authorizer.MaxBackupIndex=1
-log4j.appender.authorizer.layout=org.apache.log4j.PatternLayout
-log4j.appender.authorizer.layout.ConversionPattern=[%d] %m%n
-"""
 
 
 @dataclass
@@ -101,48 +73,6 @@ class ReconcileResult:
     bootstrap: BootstrapResult
     joined: list[str]
     signal_id: str | None
-
-
-def postgres_bin_dir() -> Path:
-    """Debian's server binaries (newest major), or ``$CDCLAKE_PG_BIN``."""
-    override = os.environ.get("CDCLAKE_PG_BIN")
-    candidates = [Path(override)] if override else []
-    candidates += sorted(
-        (Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/postgres")),
-        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-        reverse=True,
-    )
-    for candidate in candidates:
-        if (candidate / "postgres").exists() and (candidate / "initdb").exists():
-            return candidate
-    raise StackError(
-        "no PostgreSQL server binaries (initdb, postgres) found under /usr/lib/postgresql/*/bin; "
-        "install Debian's server: apt-get install -y postgresql (or set CDCLAKE_PG_BIN)"
-    )
-
-
-def jvm_lib(module: str) -> Path:
-    path = JVM_LIB / module
-    if not path.is_dir() or not any(path.glob("*.jar")):
-        raise StackError(
-            f"{path} has no jars; resolve them with "
-            "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (part of `make setup`)"
-        )
-    return path
-
-
-def _pg_user() -> str | None:
-    """PostgreSQL refuses to run as root: run it as ``postgres`` then (Debian's package user)."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        raise StackError(
-            "running as root, and there is no `postgres` user to run the server as; "
-            "apt-get install -y postgresql creates it"
-        ) from None
-    return "postgres"
 
 
 class LocalStack:
@@ -227,7 +157,7 @@ class LocalStack:
             if "postgres" not in state.processes:
                 progress("starting PostgreSQL")
                 state.processes["postgres"] = self._on_free_ports(
-                    state, self._start_postgres, "postgres"
+                    state, partial(local_postgres.start, self), "postgres"
                 )
                 self.save_state(state)
             progress("bootstrapping replication (role, grants, publication)")
@@ -241,7 +171,7 @@ class LocalStack:
             if "kafka" not in state.processes:
                 progress("starting Kafka (KRaft)")
                 state.processes["kafka"] = self._on_free_ports(
-                    state, self._start_kafka, "kafka", "kafka_controller"
+                    state, partial(local_kafka.start, self), "kafka", "kafka_controller"
                 )
                 self.save_state(state)
             if not capture:
@@ -250,7 +180,9 @@ class LocalStack:
             if "connect" not in state.processes:
                 progress("starting Kafka Connect")
                 state.processes["connect"] = self._on_free_ports(
-                    state, partial(self._start_connect, timeout=timeout), "connect"
+                    state,
+                    lambda s: start_worker(self, self.endpoints(s), timeout=timeout),
+                    "connect",
                 )
                 self.save_state(state)
             progress("configuring connectors")
@@ -313,78 +245,6 @@ class LocalStack:
         if state.bucket not in existing:
             s3.create_bucket(Bucket=state.bucket)
 
-    def _start_postgres(self, state: State) -> Tracked:
-        bindir = postgres_bin_dir()
-        user = _pg_user()
-        base = self.root / "postgres"
-        data = base / "data"
-        sockets = base / "run"
-        for folder in (base, sockets):
-            folder.mkdir(parents=True, exist_ok=True)
-        if user is not None:
-            for folder in (base, sockets):
-                shutil.chown(folder, user=user, group=user)
-        if not (data / "PG_VERSION").exists():
-            # Local connections and the superuser over TCP are trusted (127.0.0.1 only); every
-            # other role logs in with a password, as Debezium does against Aurora.
-            initdb = subprocess.run(
-                [
-                    str(bindir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    SUPERUSER,
-                    "-E",
-                    "UTF8",
-                    "--auth-local=trust",
-                    "--auth-host=scram-sha-256",
-                    "--no-instructions",
-                ],
-                check=False,
-                user=user,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            if initdb.returncode != 0:
-                raise StackError(f"initdb could not create {data}:\n{initdb.stderr}")
-            hba = data / "pg_hba.conf"
-            hba.write_text(
-                f"local all all trust\n"
-                f"host all {SUPERUSER} 127.0.0.1/32 trust\n"
-                "host all all 127.0.0.1/32 scram-sha-256\n"
-                "host replication all 127.0.0.1/32 scram-sha-256\n"
-            )
-        port = state.ports["postgres"]
-        settings = {
-            "listen_addresses": "127.0.0.1",
-            "port": str(port),
-            "unix_socket_directories": str(sockets),
-            "wal_level": "logical",
-            "max_replication_slots": str(self.config.database.replication.max_replication_slots),
-            "max_wal_senders": str(self.config.database.replication.max_wal_senders),
-            "shared_buffers": "64MB",
-            # A throwaway cluster: durability across power loss buys nothing here.
-            "fsync": "off",
-            "synchronous_commit": "off",
-            "full_page_writes": "off",
-        }
-        argv = [str(bindir / "postgres"), "-D", str(data)]
-        for key, value in settings.items():
-            argv += ["-c", f"{key}={value}"]
-        proc = processes.spawn("postgres", argv, log=self.log_path("postgres"), user=user)
-        processes.wait_for(
-            "PostgreSQL", lambda: self._accepts_connections(state), timeout=60, proc=proc
-        )
-        return proc
-
-    def _accepts_connections(self, state: State) -> bool:
-        conn = Connection(
-            user=SUPERUSER, host="127.0.0.1", port=state.ports["postgres"], database="postgres"
-        )
-        conn.close()
-        return True
-
     @contextmanager
     def connect(
         self, state: State | None = None, *, database: str | None = None
@@ -394,7 +254,7 @@ class LocalStack:
         if state is None:
             raise StackError("the local stack is not up")
         conn = Connection(
-            user=SUPERUSER,
+            user=local_postgres.SUPERUSER,
             host="127.0.0.1",
             port=state.ports["postgres"],
             database=database or self.config.database.name,
@@ -446,156 +306,6 @@ class LocalStack:
         with self.connect(state) as conn:
             spec = BootstrapSpec.from_dict(bootstrap_spec(self.config))
             return bootstrap(conn, spec, password=password, password_works=works)
-
-    def _start_kafka(self, state: State) -> Tracked:
-        lib = jvm_lib("kafka")
-        base = self.root / "kafka"
-        base.mkdir(parents=True, exist_ok=True)
-        port, controller = state.ports["kafka"], state.ports["kafka_controller"]
-        # MSK's broker defaults that matter to Connect: no auto-created topics.
-        properties = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(base / "data"),
-            "num.partitions": "1",
-            "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "5",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "num.network.threads": "2",
-            "num.io.threads": "2",
-            "background.threads": "2",
-            # MSK authorizes every request (with IAM); here Kafka's own authorizer allows all
-            # (there are no ACLs) and logs each decision, so the log shows what IAM would check.
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "allow.everyone.if.no.acl.found": "true",
-        }
-        server = base / "server.properties"
-        server.write_text(render_properties(properties))
-        log4j = base / "log4j.properties"
-        log4j.write_text(LOG4J + AUTHORIZER_LOG4J.format(path=self.log_path(AUTHORIZER_LOG)))
-        classpath = f"{lib}/*"
-        java = java_binary()
-        if not (base / "data" / "meta.properties").exists():
-            # Kafka's own ids never start with '-' (the tool would read one as an option).
-            cluster_id = "-"
-            while cluster_id.startswith("-"):
-                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            formatted = subprocess.run(
-                [
-                    java,
-                    *JVM_OPTS,
-                    f"-Dlog4j.configuration=file:{log4j}",
-                    "-cp",
-                    classpath,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    cluster_id,
-                    "-c",
-                    str(server),
-                ],
-                capture_output=True,
-                text=True,
-            )
-            if formatted.returncode != 0:
-                raise StackError(f"formatting Kafka's KRaft storage failed:\n{formatted.stderr}")
-        proc = processes.spawn(
-            "kafka",
-            [
-                java,
-                *JVM_OPTS,
-                f"-Dlog4j.configuration=file:{log4j}",
-                "-cp",
-                classpath,
-                "kafka.Kafka",
-                str(server),
-            ],
-            log=self.log_path("kafka"),
-        )
-        processes.wait_for("Kafka", lambda: processes.port_open(port), timeout=120, proc=proc)
-        return proc
-
-    def _plugin_path(self) -> Path:
-        """plugin.path with one folder per plugin, as MSK Connect gives each plugin its own."""
-        plugins = self.root / "plugins"
-        debezium = plugins / "debezium-postgres"
-        sink = plugins / "s3-sink"
-        if plugins.exists():
-            shutil.rmtree(plugins)
-        debezium.mkdir(parents=True)
-        sink.mkdir(parents=True)
-        for jar in jvm_lib("debezium-postgres").glob("*.jar"):
-            (debezium / jar.name).symlink_to(jar)
-        for jar in jvm_lib("s3-sink").glob("*.jar"):
-            (sink / jar.name).symlink_to(jar)
-        self._build_sink(sink / "cdclake-local-s3-sink.jar")
-        return plugins
-
-    def _build_sink(self, target: Path) -> None:
-        classes = self.root / "build" / "s3-sink"
-        if classes.exists():
-            shutil.rmtree(classes)
-        classes.mkdir(parents=True)
-        sources = [str(p) for p in SINK_SOURCE.rglob("*.java")]
-        classpath = f"{jvm_lib('kafka')}/*:{jvm_lib('s3-sink')}/*"
-        result = subprocess.run(
-            [
-                java_binary("javac"),
-                "--release",
-                "17",
-                "-nowarn",
-                "-d",
-                str(classes),
-                "-cp",
-                classpath,
-                *sources,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            raise StackError(f"compiling the local S3 sink failed:\n{result.stderr}")
-        with zipfile.ZipFile(target, "w") as jar:
-            for path in sorted(classes.rglob("*.class")):
-                jar.write(path, path.relative_to(classes).as_posix())
-
-    def _start_connect(self, state: State, *, timeout: float) -> Tracked:
-        lib = jvm_lib("kafka")
-        base = self.root / "connect"
-        base.mkdir(parents=True, exist_ok=True)
-        worker = worker_config(
-            self.config, endpoints=self.endpoints(state), plugin_path=self._plugin_path()
-        )
-        properties = base / "worker.properties"
-        properties.write_text(render_properties(worker))
-        log4j = base / "log4j.properties"
-        log4j.write_text(LOG4J)
-        proc = processes.spawn(
-            "connect",
-            [
-                java_binary(),
-                *JVM_OPTS,
-                f"-Dlog4j.configuration=file:{log4j}",
-                "-cp",
-                f"{lib}/*",
-                "org.apache.kafka.connect.cli.ConnectDistributed",
-                str(properties),
-            ],
-            log=self.log_path("connect"),
-            env={**os.environ, **AWS_ENV},
-        )
-        client = ConnectClient(self.endpoints(state).connect_url)
-        processes.wait_for("Kafka Connect REST", client.ready, timeout=timeout, proc=proc)
-        return proc
 
     def apply_connectors(self, state: State) -> dict[str, dict[str, str]]:
         """PUT every connector's config (creates or updates), and keep a copy for reading."""
@@ -653,7 +363,7 @@ class LocalStack:
             "env": state.env,
             "state_dir": str(self.root),
             "postgres_dsn": (
-                f"postgresql://{SUPERUSER}@127.0.0.1:{state.ports['postgres']}/"
+                f"postgresql://{local_postgres.SUPERUSER}@127.0.0.1:{state.ports['postgres']}/"
                 f"{self.config.database.name}"
             ),
             "kafka_bootstrap": f"127.0.0.1:{state.ports['kafka']}",

@@ -229,7 +229,7 @@ def start_tls_server(folder: Path) -> TlsServer:
     import subprocess
 
     from cdclake.local import processes
-    from cdclake.local.stack import postgres_bin_dir
+    from cdclake.local.postgres import postgres_bin_dir
 
     bindir = postgres_bin_dir()
     user = "postgres" if os.geteuid() == 0 else None

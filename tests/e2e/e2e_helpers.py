@@ -21,7 +21,9 @@ from typing import Any
 
 from pg8000.native import Connection
 
-from cdclake.local.stack import JVM_LIB, SUPERUSER, LocalStack
+from cdclake.local.postgres import SUPERUSER
+from cdclake.local.runtime import JVM_LIB
+from cdclake.local.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ORDERS_TOPIC = "cdclake-local.public.orders"

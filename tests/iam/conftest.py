@@ -309,7 +309,7 @@ def kafka_recording(
     creates itself to watch them join the publication."""
     import time
 
-    from cdclake.local.stack import AUTHORIZER_LOG
+    from cdclake.local.kafka import AUTHORIZER_LOG
     from connectors.configs import topic_name
 
     with own_local_stack("iam-kafka") as stack:

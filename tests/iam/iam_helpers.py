@@ -1027,7 +1027,7 @@ def spark_s3(spark: Any, endpoint: str, region: str) -> Iterator[None]:
 # --- Kafka: the broker's authorization decisions, checked against kafka-cluster statements -----
 #
 # No moto service speaks Kafka. The local stack's broker runs Kafka's StandardAuthorizer, which
-# allows everything (no ACLs) and logs every decision (cdclake/local/stack.py); each decision is
+# allows everything (no ACLs) and logs every decision (cdclake/local/kafka.py); each decision is
 # mapped to the kafka-cluster action MSK's IAM authorizer checks for it and evaluated against
 # the service execution role's verbatim statements.
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import requests
 
-from cdclake.local.stack import JVM_LIB, LocalStack
+from cdclake.local.runtime import JVM_LIB
+from cdclake.local.stack import LocalStack
 
 # The Confluent layout the merge job reads: topics/<topic>/partition=<p>/<topic>+<p>+<start>.json
 CHANGE_FILE = (
