@@ -136,7 +136,7 @@ def _stack_missing(*, fanout: bool) -> str | None:
     """Why a local stack (with the fan-out) cannot start on this machine, or None."""
     import shutil
 
-    from cdclake.local.fanout import SERVER_LIB
+    from cdclake.local.debezium_server import SERVER_LIB
     from cdclake.local.postgres import postgres_bin_dir
     from cdclake.local.processes import StackError
     from cdclake.local.runtime import JVM_LIB

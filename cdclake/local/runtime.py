@@ -1,6 +1,6 @@
 """What the local stack's parts share: its state record, the JVM and AWS settings of its
-processes (and where their jars are), and the handle a part (the fan-out, each process's
-module) gets of the stack that starts it.
+processes (and where their jars are), the CDK constructs' module the fan-out's parts mirror,
+and the handle a part (the fan-out, each process's module) gets of the stack that starts it.
 
 Below ``stack`` and ``fanout``: imports neither, so they need not import each other.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
 from cdclake.local.processes import StackError, Tracked
@@ -50,6 +52,18 @@ def jvm_lib(module: str) -> Path:
             "`mvn -B -q -f jvm/pom.xml dependency:copy-dependencies` (part of `make setup`)"
         )
     return path
+
+
+def cdk_components() -> tuple[ModuleType, ModuleType, ModuleType]:
+    """``stacks.components``' debezium_server, event_consumers, fanout_function (starts jsii)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    # jsii prints a banner per process on an end-of-life Node; the variable lists majors.
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from stacks.components import debezium_server, event_consumers, fanout_function
+
+    return debezium_server, event_consumers, fanout_function
 
 
 @dataclass

@@ -16,7 +16,8 @@ Everything lives under one state folder (default ``.local-stack/`` in the reposi
 
 Each process is started by its own module, which gets the stack as a ``StackHandle``
 (``cdclake.local.runtime``): ``postgres``, ``kafka``, ``connect`` (the worker),
-``metastore``, ``fanout`` (Debezium Server and the Lambda driver), ``trino``; moto here.
+``metastore``, ``fanout`` (its AWS side and the Lambda driver) with ``debezium_server``,
+``trino``; moto here.
 This module decides what runs, in which order, and bootstraps, reconciles and stops it.
 """
 

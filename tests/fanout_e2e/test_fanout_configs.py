@@ -7,19 +7,21 @@ from typing import Any
 
 import pytest
 
+from cdclake.local.debezium_server import (
+    ServerEndpoints,
+    server_environment,
+    server_overrides,
+    stream_names,
+    task_environment,
+)
 from cdclake.local.fanout import (
     FAILED_RECORDS_RETENTION_S,
     MAPPING,
     PUT_EVENTS_BACKOFF_SECONDS,
     PUT_EVENTS_MAX_ATTEMPTS,
     REPO_ROOT,
-    ServerEndpoints,
-    cdk_components,
-    server_environment,
-    server_overrides,
-    stream_names,
-    task_environment,
 )
+from cdclake.local.runtime import cdk_components
 from connectors.configs import topic_name
 from connectors.render import placeholder_database
 from environment.config import EnvironmentConfig, load_config
