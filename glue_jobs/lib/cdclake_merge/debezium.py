@@ -15,22 +15,41 @@ dates as days since the epoch, timestamps as microseconds since the epoch in UTC
 times as ``HH:MM:SS.ffffff`` strings, binary as base64, nested values (arrays,
 structs, maps, geometry) as JSON text, PostgreSQL's ``NaN``/``Infinity``/``-Infinity``
 doubles as those strings (Spark reads them into a float or double column as the value).
+The decoders of typed values that write no JSON (numbers, decimals, times, binary) and
+:class:`BadRecord` are :mod:`cdclake_merge.decoders`.
+
+The JSON backend (orjson, or the standard library under orjson's rules), the parsing that
+reads with it and the decoders that write with it stay in this one module: the parity test
+(tests/merge/test_debezium.py) loads a second copy of this file with orjson blocked, and that
+copy must read and write with its own backend.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from cdclake_merge.schema import decimal_parts
+from cdclake_merge.decoders import (
+    BadRecord,
+    decode_binary,
+    decode_bool,
+    decode_configured_date,
+    decode_configured_timestamp,
+    decode_decimal_bytes,
+    decode_decimal_configured,
+    decode_float,
+    decode_int,
+    decode_iso_timestamp,
+    decode_variable_scale,
+    time_from,
+    timestamp_from,
+)
 
 try:
     import orjson as _orjson
@@ -179,17 +198,6 @@ UNAVAILABLE_FORMS = frozenset(
 OPS = frozenset({"c", "u", "d", "r", "t"})
 MAX_LSN = 2**63 - 1
 VARIABLE_SCALE_DECIMAL = "decimal(38,18)"
-_MIN_MICROS = -62135596800 * 1_000_000  # 0001-01-01T00:00:00Z
-_MAX_MICROS = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_EPOCH_DATE = dt.date(1970, 1, 1)
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-# Microsecond magnitude from which a schemaless integer timestamp is read as µs, not ms.
-MICROS_THRESHOLD = 10**14
-
-
-class BadRecord(ValueError):
-    """A line that cannot be applied; the message is the quarantine reason."""
 
 
 @dataclass(frozen=True)
@@ -549,26 +557,26 @@ def schema_decoder(schema_field: dict[str, Any]) -> tuple[str, Any]:
         scale = int(params.get("scale", 0))
         precision = int(params.get("connect.decimal.precision", 38))
         if precision > 38 or scale > precision:
-            return "string", _as_text(_decode_decimal_bytes(scale))
-        return f"decimal({precision},{scale})", _decode_decimal_bytes(scale)
+            return "string", _as_text(decode_decimal_bytes(scale))
+        return f"decimal({precision},{scale})", decode_decimal_bytes(scale)
     if name == "io.debezium.data.VariableScaleDecimal":
-        return VARIABLE_SCALE_DECIMAL, _decode_variable_scale
+        return VARIABLE_SCALE_DECIMAL, decode_variable_scale
     if name in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-        return "date", _decode_int
+        return "date", decode_int
     if name in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
-        return "timestamp", _timestamp_from(1000)
+        return "timestamp", timestamp_from(1000)
     if name == "io.debezium.time.MicroTimestamp":
-        return "timestamp", _timestamp_from(1)
+        return "timestamp", timestamp_from(1)
     if name == "io.debezium.time.NanoTimestamp":
-        return "timestamp", _timestamp_from(-1000)
+        return "timestamp", timestamp_from(-1000)
     if name == "io.debezium.time.ZonedTimestamp":
-        return "timestamp", _decode_iso_timestamp
+        return "timestamp", decode_iso_timestamp
     if name in ("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"):
-        return "string", _time_from(1000)
+        return "string", time_from(1000)
     if name == "io.debezium.time.MicroTime":
-        return "string", _time_from(1)
+        return "string", time_from(1)
     if name == "io.debezium.time.NanoTime":
-        return "string", _time_from(-1000)
+        return "string", time_from(-1000)
     if kafka_type in ("struct", "array", "map"):
         return "string", _decode_nested
     spark_type = _PLAIN_TYPES.get(str(kafka_type))
@@ -593,31 +601,7 @@ def _inferred(value: Any) -> str:
     return "string"
 
 
-# --- value decoders: (value, spark_type) -> canonical JSON value --------------------------------
-
-
-def _decode_int(value: Any, _: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRecord(f"expected an integer, got {value!r}")
-    return value
-
-
-# Debezium's text for PostgreSQL's special float4/float8 values.
-_SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "-Infinity"})
-
-
-def _decode_float(value: Any, _: str) -> float | str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, str) and value in _SPECIAL_DOUBLES:
-            return value  # as text: JSON has no such numbers (orjson would write null)
-        raise BadRecord(f"expected a number, got {value!r}")
-    return float(value)
-
-
-def _decode_bool(value: Any, _: str) -> bool:
-    if not isinstance(value, bool):
-        raise BadRecord(f"expected a boolean, got {value!r}")
-    return value
+# --- value decoders that write JSON (the others: cdclake_merge.decoders) --------------------------
 
 
 def _decode_string(value: Any, _: str) -> str:
@@ -628,55 +612,12 @@ def _decode_string(value: Any, _: str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _decode_binary(value: Any, _: str) -> str:
-    if not isinstance(value, str):
-        raise BadRecord(f"expected base64 text for binary, got {value!r}")
-    base64.b64decode(value, validate=True)
-    return value
-
-
 def _decode_nested(value: Any, _: str) -> str:
     return value if isinstance(value, str) else dumps(value)
 
 
 def _decode_inferred(value: Any, spark_type: str) -> Any:
     return _decode_nested(value, spark_type) if isinstance(value, dict | list) else value
-
-
-def _check_decimal(number: Decimal, spark_type: str) -> str:
-    parts = decimal_parts(spark_type)
-    if parts is None:
-        return format(number, "f")
-    precision, scale = parts
-    try:
-        quantized = number.quantize(Decimal(1).scaleb(-scale))
-    except InvalidOperation:
-        quantized = None
-    hint = " (set column_types: {column: string} to keep it as exact text)"
-    if quantized is None or quantized != number:
-        raise BadRecord(f"{number} has more than {scale} fractional digits for {spark_type}{hint}")
-    integer_digits = 0 if quantized.is_zero() else max(quantized.adjusted() + 1, 0)
-    if integer_digits > precision - scale:
-        raise BadRecord(f"{number} does not fit {spark_type}{hint}")
-    return format(quantized, "f")
-
-
-def _unscaled(text: str) -> int:
-    raw = base64.b64decode(text, validate=True)
-    return int.from_bytes(raw, "big", signed=True) if raw else 0
-
-
-def _decode_decimal_bytes(scale: int):  # type: ignore[no-untyped-def]
-    def decode(value: Any, spark_type: str) -> str:
-        if isinstance(value, int | float) and not isinstance(
-            value, bool
-        ):  # decimal.handling=double
-            return _check_decimal(Decimal(str(value)), spark_type)
-        if not isinstance(value, str):
-            raise BadRecord(f"expected base64 decimal bytes, got {value!r}")
-        return _check_decimal(Decimal(_unscaled(value)).scaleb(-scale), spark_type)
-
-    return decode
 
 
 def _as_text(decoder):  # type: ignore[no-untyped-def]
@@ -689,100 +630,19 @@ def _as_text(decoder):  # type: ignore[no-untyped-def]
     return decode
 
 
-def _decode_variable_scale(value: Any, spark_type: str) -> str:
-    if not isinstance(value, dict) or "value" not in value:
-        raise BadRecord(f"expected {{scale, value}} for VariableScaleDecimal, got {value!r}")
-    number = Decimal(_unscaled(value["value"])).scaleb(-int(value.get("scale") or 0))
-    return _check_decimal(number, spark_type)
-
-
-def _decode_decimal_configured(value: Any, spark_type: str) -> str:
-    if isinstance(value, dict):
-        return _decode_variable_scale(value, spark_type)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return _check_decimal(Decimal(str(value)), spark_type)
-    if isinstance(value, str):
-        if _NUMBER.match(value):
-            return _check_decimal(Decimal(value), spark_type)
-        scale = (decimal_parts(spark_type) or (0, 0))[1]
-        return _check_decimal(Decimal(_unscaled(value)).scaleb(-scale), spark_type)
-    raise BadRecord(f"expected a decimal, got {value!r}")
-
-
-def _micros_in_range(micros: int) -> int:
-    if not _MIN_MICROS <= micros <= _MAX_MICROS:
-        raise BadRecord(f"timestamp {micros} µs is outside years 1-9999")
-    return micros
-
-
-def _timestamp_from(micros_per_unit: int):  # type: ignore[no-untyped-def]
-    """Integer epoch timestamps; a negative factor divides (nanoseconds)."""
-
-    def decode(value: Any, _: str) -> int:
-        number = _decode_int(value, "")
-        if micros_per_unit > 0:
-            return _micros_in_range(number * micros_per_unit)
-        return _micros_in_range(number // -micros_per_unit)
-
-    return decode
-
-
-def _decode_iso_timestamp(value: Any, _: str) -> int:
-    if not isinstance(value, str):
-        raise BadRecord(f"expected an ISO-8601 timestamp, got {value!r}")
-    text = value.strip().replace(" ", "T", 1)
-    match = re.match(r"^(.*?\.\d{6})\d+(.*)$", text)  # nanoseconds: keep microseconds
-    if match:
-        text = match.group(1) + match.group(2)
-    parsed = dt.datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return _micros_in_range((parsed - _EPOCH) // dt.timedelta(microseconds=1))
-
-
-def _decode_configured_timestamp(value: Any, spark_type: str) -> int:
-    if isinstance(value, str):
-        return _decode_iso_timestamp(value, spark_type)
-    number = _decode_int(value, "")
-    return _micros_in_range(number if abs(number) >= MICROS_THRESHOLD else number * 1000)
-
-
-def _decode_configured_date(value: Any, _: str) -> int:
-    if isinstance(value, str):
-        return (dt.date.fromisoformat(value[:10]) - _EPOCH_DATE).days
-    return _decode_int(value, "")
-
-
-def _time_from(micros_per_unit: int):  # type: ignore[no-untyped-def]
-    def decode(value: Any, _: str) -> str:
-        number = _decode_int(value, "")
-        micros = number * micros_per_unit if micros_per_unit > 0 else number // -micros_per_unit
-        return format_time(micros)
-
-    return decode
-
-
-def format_time(micros: int) -> str:
-    if not 0 <= micros <= 86_400_000_000:
-        raise BadRecord(f"time of day {micros} µs is outside 00:00-24:00")
-    seconds, fraction = divmod(micros, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{fraction:06d}"
-
-
 PLAIN_DECODERS = {
-    "smallint": _decode_int,
-    "int": _decode_int,
-    "bigint": _decode_int,
-    "float": _decode_float,
-    "double": _decode_float,
-    "boolean": _decode_bool,
+    "smallint": decode_int,
+    "int": decode_int,
+    "bigint": decode_int,
+    "float": decode_float,
+    "double": decode_float,
+    "boolean": decode_bool,
     "string": _decode_string,
-    "binary": _decode_binary,
+    "binary": decode_binary,
 }
 CONFIGURED_DECODERS = {
     **PLAIN_DECODERS,
-    "decimal": _decode_decimal_configured,
-    "date": _decode_configured_date,
-    "timestamp": _decode_configured_timestamp,
+    "decimal": decode_decimal_configured,
+    "date": decode_configured_date,
+    "timestamp": decode_configured_timestamp,
 }

@@ -35,11 +35,11 @@ from pyspark.sql import types as T
 
 from cdclake_merge.debezium import (
     UNAVAILABLE,
-    BadRecord,
     TableSpec,
     loads,
     schema_decoder,
 )
+from cdclake_merge.decoders import BadRecord
 from cdclake_merge.schema import decimal_parts
 from cdclake_merge.session import MERGE_JAR, MissingJars
 from cdclake_merge.transforms import IMAGE_PREFIX
