@@ -23,6 +23,7 @@ from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
 from cdclake.query import query
+from cdclake.restore import restore_command
 from cdclake.snapshot import snapshot
 from cdclake.status import status
 from cdclake.validate import validate
@@ -42,11 +43,13 @@ app.command(name="snapshot")(snapshot)
 app.command(name="query")(query)
 app.add_typer(local_app, name="local")
 app.add_typer(quarantine_app, name="quarantine")
+app.command("restore")(restore_command)
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",
     "fold": "ordering changes per key",
     "write": "writing and committing",
+    "services": "keeping the day's savepoint",
 }
 
 
@@ -134,6 +137,7 @@ def merge(
         fail("--max-bad-fraction must be between 0 and 1", 2)
     byte_cap = _byte_size("--max-bytes", max_bytes) if max_bytes is not None else None
     source_table = table
+    services: dict[str, int] = {}  # the table's services' settings, config's where --env
     if env is not None:
         target = _env_target(env, table)
         table, changes, warehouse = target.table, target.changes, target.warehouse
@@ -141,10 +145,12 @@ def merge(
         table_type = TableType(target.table_type)
         column_type = [f"{n}={t}" for n, t in target.column_types.items()]
         exclude = ",".join(target.exclude)
-        if tombstone_retention_days is None:
-            from environment.config import load_config
+        from environment.config import load_config
 
-            tombstone_retention_days = load_config(env).lake.tombstone_retention_days
+        lake = load_config(env).lake
+        if tombstone_retention_days is None:
+            tombstone_retention_days = lake.tombstone_retention_days
+        services = {"retain_hours": lake.retain_hours, "savepoint_days": lake.savepoint_days}
     if changes is None or warehouse is None or not key:
         fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None
@@ -178,6 +184,7 @@ def merge(
             spark_factory=spark_factory,
             partition_fields=_split(partition),
             table_type=table_type.value,
+            **services,
         )
     except ValueError as exc:
         fail(str(exc), 2)

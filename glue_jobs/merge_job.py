@@ -12,8 +12,11 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
     --max_files_per_run N         --max_bytes_per_run BYTES   (the per-run cap: the rest of a
                                   backlog is left to the next run; default: no cap)
-    --mode merge|replay           (default merge; replay: apply the quarantined lines the
-                                  table's current spec reads, see cdclake_merge.replay)
+    --mode merge|replay|restore   (default merge; replay: apply the quarantined lines the
+                                  table's current spec reads, see cdclake_merge.replay;
+                                  restore: roll back to a savepoint, cdclake_merge.recovery)
+    --restore_to latest|DATE|TIME (restore: the newest savepoint at or before it)
+    --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -44,8 +47,11 @@ ARGUMENTS = (
     "max_files_per_run",
     "max_bytes_per_run",
     "mode",
+    "restore_to",
+    "retain_hours",
+    "savepoint_days",
 )
-MODES = ("merge", "replay")
+MODES = ("merge", "replay", "restore")
 # Without --environment the run publishes no metrics (a run by hand).
 # Without --mode it merges: job definitions never pass it; `cdclake quarantine replay` starts
 # a run with `--mode replay`.
@@ -59,6 +65,9 @@ OPTIONAL = {
     "max_files_per_run": "",
     "max_bytes_per_run": "",
     "mode": "merge",
+    "restore_to": "latest",
+    "retain_hours": "",
+    "savepoint_days": "",
 }
 
 
@@ -133,6 +142,11 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import filesystem_for
 
+    services = {
+        name: number
+        for name in ("retain_hours", "savepoint_days")
+        if (number := _positive(args, name)) is not None
+    }
     return open_sink(
         warehouse=args["warehouse_path"],
         table=options.table,
@@ -142,6 +156,7 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
         partition_fields=[p for p in args["partition_fields"].split(",") if p],
         table_type=args["table_type"],
         quarantine_root=args["quarantine_path"],
+        **services,
     )
 
 
@@ -149,13 +164,14 @@ def main(argv: list[str]) -> int:
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, run_merge
     from cdclake_merge.metrics import TableRun, publish
+    from cdclake_merge.recovery import parse_restore_target
     from cdclake_merge.replay import replay
     from cdclake_merge.storage import filesystem_for
 
     args = parse_arguments(argv)
     mode = args["mode"]
     if mode not in MODES:
-        print(f"cdclake: --mode must be merge or replay, not {mode!r}", file=sys.stderr)
+        print(f"cdclake: --mode must be one of {', '.join(MODES)}, not {mode!r}", file=sys.stderr)
         return 2
     try:
         options = merge_options(args)
@@ -176,12 +192,16 @@ def main(argv: list[str]) -> int:
                 job_run=args.get("JOB_RUN_ID"),
             )
             output = {"cdclake_replay": replayed.as_dict()}
+        elif mode == "restore":
+            # Runs as the table's job, one run at a time: no merge writes while it restores.
+            restored = sink.restore(spark, parse_restore_target(args["restore_to"]))
+            output = {"cdclake_restore": {"table": options.table, "version": restored.version}}
         else:
             merged = run_merge(
                 lambda: spark, filesystem_for(args["changes_path"], spark), sink, options
             )
             output = {"cdclake_merge": merged.as_dict()}
-    except (MergeError, CatalogSyncError, ValueError) as exc:
+    except (MergeError, CatalogSyncError, ValueError) as exc:  # RestoreError is a ValueError
         # Fail the Glue run visibly with one line; a rerun starts from the last commit.
         print(f"cdclake {mode} failed: {exc}", file=sys.stderr)
         return 1

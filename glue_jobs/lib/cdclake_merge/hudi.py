@@ -43,12 +43,23 @@ from cdclake_merge.pending import (
     CATALOG_UNSYNCED,
     CHECKPOINT_KEY,
     COMMIT_METADATA_PREFIX,
+    COMPLETED,
     SIDECAR,
     TablePaths,
     newest_checkpoint,
     unsynced_version,
 )
 from cdclake_merge.positions import positions_as_json, positions_from_json
+from cdclake_merge.recovery import (
+    DEFAULT_RETAIN_HOURS,
+    DEFAULT_SAVEPOINT_DAYS,
+    HudiProcedures,
+    RecoveryChange,
+    expired_savepoints,
+    restore_point,
+    savepoint_due,
+    savepoints_in,
+)
 from cdclake_merge.schema import Column
 from cdclake_merge.sink import Changes, Staged, TableState, register_sink
 from cdclake_merge.storage import FileSystem, join
@@ -116,6 +127,7 @@ def hudi_options(
     sync_catalog: bool = True,
     commit_metadata: Mapping[str, str] | None = None,
     operation: str = "upsert",
+    retain_hours: int = DEFAULT_RETAIN_HOURS,
 ) -> dict[str, str]:
     """Writer options for one CDC commit (Hudi 0.15 option names): an upsert, or the
     ``bulk_insert`` of a table's first rows.
@@ -152,9 +164,17 @@ def hudi_options(
         # Single writer per table (the Glue job runs with max concurrency 1).
         "hoodie.write.concurrency.mode": "single_writer",
         "hoodie.cleaner.policy.failed.writes": "EAGER",
-        "hoodie.cleaner.commits.retained": "24",
+        # File versions are kept by age, not by count: a table that commits every minute
+        # and one that commits daily both keep ``retain_hours`` of history (a restore or a
+        # time-travel read reaches that far, a savepoint further: cdclake_merge.recovery).
+        "hoodie.clean.policy": "KEEP_LATEST_BY_HOURS",
+        "hoodie.cleaner.hours.retained": str(retain_hours),
+        # The active timeline: archival never passes the cleaner's earliest retained commit
+        # nor the oldest savepoint, and merges its small archive files instead of adding
+        # one a run for a year.
         "hoodie.keep.min.commits": "30",
         "hoodie.keep.max.commits": "40",
+        "hoodie.archive.merge.enable": "true",
         # A run that applied files but changed no row still records its checkpoint.
         "hoodie.allow.empty.commit": "true",
         "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_METADATA_PREFIX,
@@ -232,6 +252,8 @@ class HudiTable:
         table_type: str = "COPY_ON_WRITE",
         quarantine_root: str | None = None,
         sync_catalog: bool = True,
+        retain_hours: int = DEFAULT_RETAIN_HOURS,
+        savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
     ) -> None:
         self.database, _, self.name = table.partition(".")
         if not self.database or not self.name or "." in self.name:
@@ -244,6 +266,7 @@ class HudiTable:
         self.sidecar = join(warehouse, f"{self.database}.db", SIDECAR, self.name)
         self.quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
         self.sync_catalog = sync_catalog
+        self.retain_hours, self.savepoint_days = retain_hours, savepoint_days
 
     def _uri(self, path: str) -> str:
         """Spark and Hudi want a scheme; local paths get ``file://``."""
@@ -538,8 +561,45 @@ class HudiTable:
             record_key=self.key,
             partition_fields=self.partition_fields,
             table_type=self.table_type,
+            retain_hours=self.retain_hours,
             **write,
         )
+
+    # --- recovery --------------------------------------------------------------------------------
+
+    def savepoints(self) -> list[str]:
+        """The table's savepoints (instant times), oldest first; read without Spark."""
+        return savepoints_in(self.fs.list_dir(self.timeline))
+
+    def keep_recovery_points(self, spark: SparkSession) -> RecoveryChange:
+        """A savepoint of the newest commit when the newest savepoint is a day old (or there
+        is none); savepoints past ``savepoint_days`` deleted, the newest always kept."""
+        names = self.fs.list_dir(self.timeline)
+        commits = sorted(n.split(".", 1)[0] for n in names if n.endswith(COMPLETED))
+        change = RecoveryChange()
+        if not commits:
+            return change
+        savepoints, now = savepoints_in(names), dt.datetime.now(dt.UTC)
+        procedures = HudiProcedures(spark, self._uri(self.root))
+        if savepoint_due(savepoints, commits[-1], now):
+            procedures.create_savepoint(commits[-1])
+            change.created = commits[-1]
+            savepoints.append(commits[-1])
+        for instant in expired_savepoints(savepoints, now, self.savepoint_days):
+            procedures.delete_savepoint(instant)
+            change.deleted.append(instant)
+        return change
+
+    def restore(self, spark: SparkSession, to: dt.datetime | None) -> TableState:
+        """Roll the table back to its newest savepoint at or before ``to`` (None: the newest)
+        and register that version in the catalog. The next merge run applies again every
+        change file after the version restored (its checkpoint is the newest again)."""
+        savepoint = restore_point(self.table, self.savepoints(), to)
+        HudiProcedures(spark, self._uri(self.root)).rollback_to_savepoint(savepoint)
+        state = self.load()
+        if self.sync_catalog and state.exists:
+            self.register(spark, state)
+        return state
 
     def register(self, spark: SparkSession, state: TableState) -> None:
         """Register the newest commit in the catalog, as the commit's own sync would have.

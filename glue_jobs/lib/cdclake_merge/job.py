@@ -2,7 +2,7 @@
 
 Shared by the ``cdclake merge`` CLI and the Glue entry script; they differ only
 in how the SparkSession and the filesystem are made. :func:`run_merge` reads as
-its stages: read and count, bad-fraction gate, schema, fold, commit.
+its stages: read and count, bad-fraction gate, schema, fold, commit, recovery points.
 """
 
 from __future__ import annotations
@@ -105,6 +105,8 @@ class RunResult:
     # Newest source commit time (ms) of any event applied so far, this run or before:
     # carried in the checkpoint so that a run without new changes still measures lag.
     newest_source_ts_ms: int | None = None
+    savepoint_created: str | None = None  # the day's savepoint, made after the commit
+    savepoints_deleted: list[str] = field(default_factory=list)  # past lake.savepoint_days
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -278,7 +280,17 @@ def run_merge(
             frame.unpersist()
     result.version = committed.version
     result.committed = True
+
+    progress("services")
+    keep_recovery_points(spark, sink, result)
     return result
+
+
+def keep_recovery_points(spark: SparkSession, sink: Sink, result: RunResult) -> None:
+    """Stage 6: the day's savepoint and the expiry of old ones, after the commit (a failure
+    here leaves the commit in force; the next run that commits tries again)."""
+    kept = sink.keep_recovery_points(spark)
+    result.savepoint_created, result.savepoints_deleted = kept.created, kept.deleted
 
 
 def tombstone_cutoff(retention_days: float) -> str:

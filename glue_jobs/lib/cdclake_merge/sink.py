@@ -22,11 +22,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cdclake_merge.positions import FolderPosition
+from cdclake_merge.recovery import DEFAULT_RETAIN_HOURS, DEFAULT_SAVEPOINT_DAYS
 from cdclake_merge.schema import Column
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from pyspark.sql import DataFrame, SparkSession
 
+    from cdclake_merge.recovery import RecoveryChange
     from cdclake_merge.storage import FileSystem
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
@@ -106,6 +110,9 @@ class Sink(Protocol):
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
     def register(self, spark: SparkSession, state: TableState) -> None: ...
     def newest_checkpoint(self) -> dict[str, Any] | None: ...
+    def savepoints(self) -> list[str]: ...
+    def keep_recovery_points(self, spark: SparkSession) -> RecoveryChange: ...
+    def restore(self, spark: SparkSession, to: dt.datetime | None) -> TableState: ...
 
 
 SinkFactory = Callable[..., Sink]
@@ -141,6 +148,8 @@ def open_sink(
     table_type: str = "COPY_ON_WRITE",
     quarantine_root: str | None = None,
     sync_catalog: bool = True,
+    retain_hours: int = DEFAULT_RETAIN_HOURS,
+    savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
 
@@ -159,6 +168,8 @@ def open_sink(
         table_type=table_type,
         quarantine_root=quarantine_root,
         sync_catalog=sync_catalog,
+        retain_hours=retain_hours,
+        savepoint_days=savepoint_days,
     )
 
 

@@ -1,0 +1,219 @@
+"""A lake table's recovery horizon: daily savepoints kept for ``savepoint_days``, time-based
+cleaning, a restore and the catch-up after it, pending compactions completed (table-life issue)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdclake_merge.hudi import hudi_options
+from cdclake_merge.recovery import (
+    RestoreError,
+    expired_savepoints,
+    instant_time,
+    parse_restore_target,
+    restore_point,
+    savepoint_due,
+    savepoints_in,
+)
+from tests.merge.support import Lake, envelope
+
+NOW = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
+
+
+def _instant(moment: dt.datetime) -> str:
+    return moment.strftime("%Y%m%d%H%M%S") + f"{moment.microsecond // 1000:03d}"
+
+
+def _days_ago(days: float) -> str:
+    return _instant(NOW - dt.timedelta(days=days))
+
+
+def c(id_: int, lsn: int, name: str = "") -> dict[str, Any]:
+    return envelope("c", lsn=lsn, after={"id": id_, "name": name or f"n{id_}"})
+
+
+def u(id_: int, lsn: int, name: str) -> dict[str, Any]:
+    return envelope("u", lsn=lsn, after={"id": id_, "name": name})
+
+
+# --- the rules (no Spark) ----------------------------------------------------------------------
+
+
+def test_instant_time_reads_hudi_milliseconds_as_utc() -> None:
+    assert instant_time("20261128040935895") == dt.datetime(
+        2026, 11, 28, 4, 9, 35, 895000, tzinfo=dt.UTC
+    )
+
+
+def test_instant_time_not_an_instant_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a Hudi instant"):
+        instant_time("latest")
+
+
+def test_savepoints_in_keeps_completed_savepoints_only_oldest_first() -> None:
+    files = [
+        "20261128040935895.savepoint",
+        "20261127040935895.savepoint",
+        "20261128050000000.savepoint.inflight",
+        "20261128040935895.deltacommit",
+        "hoodie.properties",
+    ]
+    assert savepoints_in(files) == ["20261127040935895", "20261128040935895"]
+
+
+def test_savepoint_due_none_yet_is_due() -> None:
+    assert savepoint_due([], _days_ago(0), NOW)
+
+
+def test_savepoint_due_newest_under_a_day_old_is_not_due() -> None:
+    assert not savepoint_due([_days_ago(0.9)], _days_ago(0), NOW)
+
+
+def test_savepoint_due_newest_a_day_old_is_due() -> None:
+    assert savepoint_due([_days_ago(3), _days_ago(1)], _days_ago(0), NOW)
+
+
+def test_savepoint_due_newest_commit_already_savepointed_is_not_due() -> None:
+    # A quiet table: its one commit is a day old and already the newest savepoint.
+    assert not savepoint_due([_days_ago(2)], _days_ago(2), NOW)
+
+
+def test_expired_savepoints_past_keep_days_go_oldest_first() -> None:
+    kept = [_days_ago(9), _days_ago(8), _days_ago(6), _days_ago(0)]
+    assert expired_savepoints(kept, NOW, keep_days=7) == kept[:2]
+
+
+def test_expired_savepoints_newest_is_kept_however_old() -> None:
+    assert expired_savepoints([_days_ago(30), _days_ago(20)], NOW, keep_days=7) == [_days_ago(30)]
+
+
+def test_restore_point_latest_is_the_newest_savepoint() -> None:
+    assert restore_point("db.t", [_days_ago(2), _days_ago(1)], None) == _days_ago(1)
+
+
+def test_restore_point_a_time_takes_the_newest_at_or_before_it() -> None:
+    kept = [_days_ago(3), _days_ago(2), _days_ago(1)]
+    assert restore_point("db.t", kept, NOW - dt.timedelta(days=1.5)) == _days_ago(2)
+
+
+def test_restore_point_before_the_oldest_names_the_oldest() -> None:
+    with pytest.raises(RestoreError, match=r"db\.t has no savepoint at or before .* oldest is"):
+        restore_point("db.t", [_days_ago(2)], NOW - dt.timedelta(days=5))
+
+
+def test_restore_point_no_savepoint_names_the_table() -> None:
+    with pytest.raises(RestoreError, match=r"table db\.t has no savepoint"):
+        restore_point("db.t", [], None)
+
+
+def test_parse_restore_target_a_date_means_its_end_in_utc() -> None:
+    assert parse_restore_target("2026-11-27") == dt.datetime(
+        2026, 11, 27, 23, 59, 59, 999999, tzinfo=dt.UTC
+    )
+
+
+def test_parse_restore_target_a_time_without_zone_is_utc() -> None:
+    assert parse_restore_target("2026-11-27T18:00:00") == dt.datetime(
+        2026, 11, 27, 18, tzinfo=dt.UTC
+    )
+
+
+def test_parse_restore_target_latest_is_none() -> None:
+    assert parse_restore_target("latest") is None
+
+
+def test_parse_restore_target_other_text_names_the_forms() -> None:
+    with pytest.raises(ValueError, match="expected latest, a date"):
+        parse_restore_target("yesterday")
+
+
+def test_hudi_options_clean_by_hours_retained() -> None:
+    options = hudi_options(database="d", table="t", record_key=["id"], retain_hours=36)
+    assert options["hoodie.clean.policy"] == "KEEP_LATEST_BY_HOURS"
+    assert options["hoodie.cleaner.hours.retained"] == "36"
+
+
+def test_hudi_options_archive_merges_small_files() -> None:
+    options = hudi_options(database="d", table="t", record_key=["id"])
+    assert options["hoodie.archive.merge.enable"] == "true"
+
+
+# --- on real Hudi 0.15 ----------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def lake(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Lake:  # type: ignore[no-untyped-def]
+    return Lake(spark, tmp_path, table_type=request.param)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_first_commit_is_savepointed_and_the_second_the_same_day_is_not(
+    lake: Lake,
+) -> None:
+    lake.write("0.json", [c(1, 10), c(2, 11)])
+    first = lake.merge()
+    lake.write("1.json", [u(1, 20, "one")])
+    second = lake.merge()
+    assert first.savepoint_created is not None
+    assert second.savepoint_created is None
+    assert lake.sink.savepoints() == [first.savepoint_created]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_restore_rolls_back_then_next_run_catches_up(lake: Lake) -> None:
+    lake.write("0.json", [c(1, 10), c(2, 11)])
+    lake.merge()  # savepointed
+    lake.write("1.json", [u(1, 20, "one"), c(3, 21)])
+    lake.merge()
+    caught_up = lake.visible()
+
+    restored = lake.sink.restore(lake.spark, None)
+
+    assert restored.version == 1
+    assert lake.visible() == [{"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}]
+    again = lake.merge()  # the change file after the savepoint is applied again
+    assert again.files_applied == 1
+    assert lake.visible() == caught_up
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_restore_before_every_savepoint_changes_nothing(lake: Lake) -> None:
+    lake.write("0.json", [c(1, 10)])
+    lake.merge()
+    before = lake.visible()
+    with pytest.raises(RestoreError, match="no savepoint at or before"):
+        lake.sink.restore(lake.spark, dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    assert lake.visible() == before
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_pending_compaction_is_completed_by_the_next_run(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
+    for i in range(3):
+        lake.write(f"{i}.json", [u(1, 10 + i, f"v{i}") if i else c(1, 10)])
+        lake.merge()
+    root = lake.sink.root
+    # A compaction planned and left: what a run killed after scheduling leaves behind.
+    due_now = "hoodie.compact.inline.max.delta.commits=1"
+    spark.sql(
+        f"CALL run_compaction(op => 'schedule', path => 'file://{root}', options => '{due_now}')"
+    ).collect()
+    timeline = Path(root) / ".hoodie"
+    assert list(timeline.glob("*.compaction.requested"))
+
+    lake.write("3.json", [u(1, 20, "last")])
+    lake.merge()
+
+    pending = [p.name for p in timeline.glob("*.compaction.*") if not p.name.endswith(".commit")]
+    completed = {p.name.split(".")[0] for p in timeline.glob("*.commit")}
+    planned = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
+    assert planned <= completed, pending
+    assert lake.visible() == [{"id": 1, "name": "last"}]
