@@ -155,3 +155,14 @@ def test_dispatcher_asset_ships_handler_beside_merge_library(env: Any) -> None:
     assert (staged / "handler.py").is_file()
     assert (staged / "cdclake_merge" / "dispatch.py").is_file()
     assert not list(staged.rglob("__pycache__"))
+
+
+def test_dispatcher_failed_turn_not_retried(env: Any) -> None:
+    # A retried turn would decide on what the next scheduled turn decides afresh anyway.
+    function = _id(env, env.stacks["lake"].dispatcher.function)
+    configs = [
+        config
+        for config in props(env.template("lake"), "AWS::Lambda::EventInvokeConfig")
+        if config["FunctionName"] == {"Ref": function}
+    ]
+    assert [config["MaximumRetryAttempts"] for config in configs] == [0]

@@ -112,6 +112,16 @@ def test_error_boundary_unreachable_endpoint_one_line(stopped: dict[str, str]) -
     assert result.returncode == 1
 
 
+def test_error_boundary_connect_timeout_is_cannot_reach() -> None:
+    from botocore.exceptions import ConnectTimeoutError
+
+    endpoint = "https://glue.eu-west-1.amazonaws.com/"
+    described = describe(ConnectTimeoutError(endpoint_url=endpoint))
+    assert described is not None
+    assert described[0].startswith(f"cannot reach {endpoint}: check the network")
+    assert described[1] == 1
+
+
 def test_error_boundary_unexpected_error_one_line_with_debug_hint(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

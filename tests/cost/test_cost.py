@@ -92,6 +92,21 @@ def test_estimate_table_own_workers_priced(environments: dict[str, EnvironmentCo
     assert month.bare_schedule.dpu_hours == pytest.approx((4 + 4 + 8) * per_worker_type)
 
 
+def test_estimate_tenth_active_prices_both_designs(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    # prod: every 15 min for 30 days (2,880 cycles), 4 x G.2X configured, 2 dispatched; a run of
+    # 10,000 events lasts under the minute, so every run is billed 60 s.
+    month = cost.estimate(environments["prod"], active_share=0.1, events_per_run=10_000, tables=1)
+    minute_per_worker = 60 * 2 / 3600  # DPU-hours of one G.2X worker billed the minimum
+    assert month.bare_schedule.runs == 2880
+    # 288 busy cycles and 2,592 idle ones, each a run of the 4 configured workers.
+    assert month.bare_schedule.dpu_hours == pytest.approx((288 + 2592) * 4 * minute_per_worker)
+    assert month.dispatcher.runs == pytest.approx(288)
+    assert month.dispatcher.dpu_hours == pytest.approx(288 * 2 * minute_per_worker)
+    assert month.share_of_bare == pytest.approx(0.05)
+
+
 def test_estimate_flex_job_priced_at_flex_rate(environments: dict[str, EnvironmentConfig]) -> None:
     dev = environments["dev"].lake.glue_job
     assert dev.flex
@@ -150,3 +165,103 @@ def test_cost_cli_bad_option_one_line(option: str, value: str, says: str) -> Non
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: {says}")
     assert result.returncode == 2
+
+
+@pytest.fixture(scope="session")
+def prod_report(environments: dict[str, EnvironmentConfig]) -> dict[str, Any]:
+    return cost.report(environments["prod"]).as_dict()
+
+
+def test_report_profile_figures_of_both_designs(prod_report: dict[str, Any]) -> None:
+    # 100 tables x 2,880 cycles; a tenth active. Every run is billed the minute (60 s):
+    # dispatched 2 x G.2X (4 DPU), bare 4 x G.2X (8 DPU); standard rate 0.44 USD.
+    _, profile = prod_report["estimates"]
+    assert profile == {
+        "scope": "profile",
+        "tables": 100,
+        "active_share": 0.1,
+        "events_per_run": 10_000,
+        "dispatcher": {"runs": 28_800.0, "dpu_hours": 1_920.0, "usd": 844.8},
+        "bare_schedule": {"runs": 288_000.0, "dpu_hours": 38_400.0, "usd": 16_896.0},
+        "share_of_bare": 0.05,
+    }
+
+
+def test_report_configured_tables_figures(prod_report: dict[str, Any]) -> None:
+    # prod's 3 lake tables: bare runs 4, 4 and 8 workers (order_lines' own), 2,880 times each.
+    configured, _ = prod_report["estimates"]
+    assert (configured["scope"], configured["tables"]) == ("configured", 3)
+    assert configured["dispatcher"] == {"runs": 864.0, "dpu_hours": 57.6, "usd": 25.34}
+    assert configured["bare_schedule"] == {"runs": 8_640.0, "dpu_hours": 1_536.0, "usd": 675.84}
+    assert configured["share_of_bare"] == 0.0375
+
+
+def test_report_targets_met(prod_report: dict[str, Any]) -> None:
+    assert (prod_report["env"], prod_report["cycle_minutes"]) == ("prod", 15)
+    assert prod_report["targets"] == {
+        "idle_table_dpu_hours": 0.0,
+        "idle_table_met": True,
+        "profile_share_of_bare": 0.05,
+        "profile_share_at_most": 0.15,
+        "profile_met": True,
+    }
+
+
+def test_report_constants_listed(prod_report: dict[str, Any]) -> None:
+    assert prod_report["constants"] == {
+        "usd_per_dpu_hour": 0.44,
+        "usd_per_dpu_hour_flex": 0.29,
+        "minimum_billed_seconds": 60.0,
+        "glue_start_seconds": 30.0,
+        "noop_run_seconds": 0.47,
+        "bytes_per_event": 3607,
+        "events_per_vcpu_second": 241.4,
+        "month_minutes": 43_200,
+    }
+
+
+def test_report_targets_missed_when_idle_tables_cost() -> None:
+    design = cost.Design(1.0, 1.0, 1.0)
+    profile = cost.Estimate("profile", 1, 0.1, 1, dispatcher=design, bare_schedule=design)
+    missed = cost.Report("x", 15, profile, profile, idle_table_dpu_hours=0.5)
+    assert (missed.idle_target_met, missed.profile_target_met) == (False, False)
+
+
+def test_design_json_rounds_each_figure() -> None:
+    assert cost.Design(1.26, 2.34567, 3.456).as_dict() == {
+        "runs": 1.3,
+        "dpu_hours": 2.346,
+        "usd": 3.46,
+    }
+
+
+def test_estimate_share_of_bare_nothing_billed_is_zero() -> None:
+    nothing = cost.Estimate("profile", 1, 0.0, 0, cost.NOTHING, cost.NOTHING)
+    assert nothing.share_of_bare == 0.0
+
+
+def test_estimate_share_rounded_in_json() -> None:
+    estimate = cost.Estimate("profile", 1, 0.1, 1, cost.Design(1, 1.0, 1), cost.Design(1, 3.0, 1))
+    assert estimate.as_dict()["share_of_bare"] == 0.3333
+
+
+def test_estimate_run_without_events_starts_nothing(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    month = cost.estimate(environments["prod"], active_share=0.5, events_per_run=0, tables=1)
+    assert month.dispatcher == cost.NOTHING
+
+
+def test_estimate_profile_bounds_accepted(environments: dict[str, EnvironmentConfig]) -> None:
+    month = cost.estimate(environments["prod"], active_share=1.0, events_per_run=0, tables=1)
+    assert (month.scope, month.tables, month.active_share) == ("profile", 1, 1.0)
+
+
+def test_estimate_standard_job_priced_at_standard_rate(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    assert not environments["prod"].lake.glue_job.flex
+    month = cost.estimate(environments["prod"], active_share=0.5, events_per_run=10, tables=1)
+    assert month.bare_schedule.usd == pytest.approx(
+        month.bare_schedule.dpu_hours * cost.USD_PER_DPU_HOUR
+    )

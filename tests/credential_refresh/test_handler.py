@@ -101,6 +101,22 @@ def test_credential_refresh_connectors_found_by_exact_name(
     }
 
 
+def test_credential_refresh_connector_being_deleted_listed_last_is_not_it(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    source = "cdclake-dev-debezium-source"
+    # ListConnectors gives no order: the connector being deleted may come after the live one.
+    stub.add_response(
+        "list_connectors",
+        {"connectors": [_summary(source, "RUNNING", "new"), _summary(source, "DELETING", "old")]},
+        {"connectorNamePrefix": source},
+    )
+    assert connector_arns(client, [source]) == {
+        source: f"arn:aws:kafkaconnect:us-east-1:123456789012:connector/{source}/new"
+    }
+
+
 def test_credential_refresh_failed_restart_others_still_restarted_then_fails(
     kafkaconnect: tuple[object, Stubber],
 ) -> None:
@@ -177,3 +193,91 @@ def test_credential_refresh_connectors_not_listed_service_still_redeployed_then_
                 "2026-11-23T09:00:00Z",
             )
         ecs_stub.assert_no_pending_responses()
+
+
+def _restart_responses(stub: Stubber, name: str) -> None:
+    """ListConnectors finding ``name`` running, then its describe and update (a restart)."""
+    summary = _summary(name, "RUNNING", "1")
+    stub.add_response("list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name})
+    arn = summary["connectorArn"]
+    stub.add_response(
+        "describe_connector",
+        {"connectorArn": arn, "currentVersion": "K1", "connectorConfiguration": CONFIG},
+        {"connectorArn": arn},
+    )
+    stub.add_response(
+        "update_connector",
+        {"connectorArn": arn, "connectorState": "UPDATING"},
+        {
+            "connectorArn": arn,
+            "currentVersion": "K1",
+            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
+        },
+    )
+
+
+SERVICE = {"cluster": "fanout", "service": "debezium-server"}
+
+
+def test_credential_refresh_everything_restarted_counted(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    _restart_responses(stub, "cdclake-dev-debezium-source")
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        ecs_stub.add_response("update_service", {}, {**SERVICE, "forceNewDeployment": True})
+        done = refresh(
+            client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z"
+        )
+    assert done == {"connectors": 1, "services": 1}
+
+
+def test_credential_refresh_connector_absent_skipped_not_failed(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    # Between the two deploys of an upgrade the connector does not exist: nothing to restart.
+    name = "cdclake-dev-s3-sink"
+    stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": name})
+    assert refresh(client, None, [name], [], "2026-11-23T09:00:00Z") == {
+        "connectors": 0,
+        "services": 0,
+    }
+
+
+def test_credential_refresh_service_refused_named_then_fails() -> None:
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
+        with pytest.raises(RefreshFailed) as failed:
+            refresh(None, ecs, [], [SERVICE], "2026-11-23T09:00:00Z")
+    assert str(failed.value).startswith(
+        "1 not restarted: service fanout/debezium-server: An error occurred "
+        "(ServiceNotActiveException)"
+    )
+
+
+def test_credential_refresh_handler_nothing_configured_restarts_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import dataclass
+
+    from lambdas.credential_refresh.handler import handler
+
+    @dataclass
+    class Context:
+        function_name: str = "credential-refresh"
+        memory_limit_in_mb: int = 128
+        invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:refresh"
+        aws_request_id: str = "req-1"
+
+    monkeypatch.setenv("CONNECTOR_NAMES", "[]")
+    monkeypatch.setenv("ECS_SERVICES", "[]")
+    event = {
+        "source": "aws.secretsmanager",
+        "detail-type": "AWS API Call via CloudTrail",
+        "time": "2026-11-23T09:00:00Z",
+        "detail": {"eventName": "RotationSucceeded"},
+    }
+    assert handler(event, Context()) == {"connectors": 0, "services": 0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -103,6 +104,34 @@ def commit_everything_listed(world: World, table: str, version: int = 1) -> None
     )
 
 
+def commit_legacy(world: World, table: str, applied: list[str]) -> None:
+    """A commit of an older merge, whose checkpoint names the change files it applied
+    (``applied``: their paths under the table's changes folder) instead of positions."""
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    fs = S3FileSystem(world.s3)
+    fs.write_text(
+        join(paths.sidecar, "checkpoints/v00000001.json"),
+        json.dumps({"version": 1, "key": ["id"], "applied_files": applied}),
+    )
+    fs.write_text(
+        join(paths.timeline, "20260101000000000.commit"),
+        json.dumps({"extraMetadata": {CHECKPOINT_KEY: "checkpoints/v00000001.json"}}),
+    )
+
+
+def commit_standalone(world: World, table: str, version: int = 1) -> None:
+    """What a run leaves whose change files held no row yet (no Hudi table to commit to): the
+    standalone checkpoint in the sidecar, covering every change file listed now."""
+    fs = S3FileSystem(world.s3)
+    listed = scan(fs, changes_of(table), {})
+    positions = advance({}, listed.pending, listed.parents)
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    fs.write_text(
+        join(paths.sidecar, "checkpoints", "standalone.json"),
+        json.dumps({"version": version, "key": ["id"], "positions": positions_as_json(positions)}),
+    )
+
+
 def mark_catalog_unsynced(world: World, table: str, version: int) -> None:
     """What a commit of ``version`` leaves until its catalog registration has finished."""
     paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
@@ -130,6 +159,19 @@ class FakeContext:
     memory_limit_in_mb: int = 256
     invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:dispatcher"
     aws_request_id: str = "req-1"
+
+
+@contextmanager
+def handler_log() -> Iterator[io.StringIO]:
+    """What the dispatcher handler's Powertools logger writes meanwhile (a JSON object a line)."""
+    from lambdas.dispatcher import handler
+
+    stream = io.StringIO()
+    previous = handler.logger.logger_handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.logger.logger_handler.setStream(previous)
 
 
 # --- the dispatcher's lag (CdcLake/LagSeconds) ---------------------------------------------------
@@ -253,3 +295,25 @@ def put_change_bytes(world: World, table: str, offset: int, size: int) -> str:
     body = (line * (size // len(line) + 1))[:size]
     world.s3.put_object(Bucket=CHANGES, Key=key, Body=body)
     return f"s3://{CHANGES}/{key}"
+
+
+# --- cdclake dispatch's screen ------------------------------------------------------------------
+
+
+def rendered_rows(decisions: list[Any], runs: dict[str, Any]) -> dict[str, list[str]]:
+    """``cdclake dispatch``'s table as printed: each table's cells, by table, and the header's
+    under ``"table"``."""
+    from rich.console import Console
+
+    from cdclake.dispatch import render
+
+    console = Console(record=True, width=250, color_system=None)
+    render(decisions, runs, console)
+    rows: dict[str, list[str]] = {}
+    for line in console.export_text().splitlines():
+        cells = [
+            cell.strip() for cell in line.strip().strip("│┃").split("│" if "│" in line else "┃")
+        ]
+        if len(cells) == 7:
+            rows[cells[0]] = cells
+    return rows

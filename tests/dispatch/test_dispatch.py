@@ -8,13 +8,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdclake_merge.dispatch import Decision, dispatch, sizing_of, target_from_job
+from cdclake_merge.dispatch import (
+    Decision,
+    dispatch,
+    run_in_progress,
+    sizing_of,
+    start_runs,
+    target_from_job,
+)
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
     REGION,
     World,
+    changes_of,
     commit_everything_listed,
+    commit_legacy,
+    commit_standalone,
     create_job,
     create_sized_job,
     hold_runs,
@@ -28,6 +38,7 @@ from tests.dispatch.dispatch_helpers import (
 pytestmark = pytest.mark.moto
 
 ORDERS, CUSTOMERS, ITEMS = "public.orders", "public.customers", "public.items"
+PAYMENTS, REFUNDS = "public.payments", "public.refunds"
 
 
 @pytest.fixture
@@ -108,6 +119,48 @@ def test_dispatch_budget_counts_runs_in_progress(world: World) -> None:
     assert not decisions[CUSTOMERS].start and "budget of 1" in decisions[CUSTOMERS].reason
 
 
+def test_dispatch_more_runs_in_progress_than_budget_starts_nothing(world: World) -> None:
+    # Two runs in progress against a budget of 1 (a console rerun, a replay, a lowered budget):
+    # the budget is over already, and none of the three waiting tables may start.
+    for table in (ORDERS, CUSTOMERS, ITEMS, PAYMENTS, REFUNDS):
+        put_change_file(world, table, 0)
+    with hold_runs():
+        for table in (ORDERS, CUSTOMERS):
+            world.glue.start_job_run(JobName=create_job(world, table))
+        decisions = _dispatch(world, ORDERS, CUSTOMERS, ITEMS, PAYMENTS, REFUNDS, budget=1)
+    assert [t for t, d in decisions.items() if d.start] == []
+    assert all(_runs(world, t) == [] for t in (ITEMS, PAYMENTS, REFUNDS))
+
+
+def test_run_in_progress_waiting_run_counts() -> None:
+    # moto's runs never wait: botocore's Stubber answers GetJobRuns with Glue's own model.
+    import boto3
+    from botocore.stub import Stubber
+
+    glue = boto3.client("glue", region_name=REGION)
+    job = job_name(ORDERS)
+    with Stubber(glue) as stub:
+        runs = [{"Id": "jr_2", "JobRunState": "WAITING"}, {"Id": "jr_1", "JobRunState": "FAILED"}]
+        stub.add_response("get_job_runs", {"JobRuns": runs}, {"JobName": job, "MaxResults": 25})
+        assert run_in_progress(glue, job) == "WAITING"
+
+
+def test_dispatch_start_refused_by_glue_fails_the_table(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    targets = [target_from_job(world.glue, create_job(world, ORDERS))]
+    fs = S3FileSystem(world.s3)
+    decided = dispatch(targets, fs=fs, glue=world.glue, budget=1, dry_run=True)
+    with hold_runs():
+        # A run started between the decision and its start (another turn, the console):
+        # the job's MaxConcurrentRuns of 1 makes Glue refuse the dispatcher's start.
+        world.glue.start_job_run(JobName=job_name(ORDERS))
+        (decision,) = start_runs(world.glue, decided)
+    assert decision.failed and not decision.start and decision.run_id is None
+    assert decision.reason.startswith("not started: ") and "ConcurrentRunsExceeded" in (
+        decision.reason
+    )
+
+
 def test_dispatch_dry_run_starts_nothing(world: World) -> None:
     put_change_file(world, ORDERS, 0)
     targets = [target_from_job(world.glue, create_job(world, ORDERS))]
@@ -127,6 +180,22 @@ def test_dispatch_unreadable_table_fails_alone(world: World) -> None:
     decisions = _dispatch(world, ORDERS, CUSTOMERS)
     assert decisions[ORDERS].start
     assert decisions[CUSTOMERS].failed and "did not write" in decisions[CUSTOMERS].reason
+
+
+def test_dispatch_standalone_checkpoint_only_later_files_wait(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    commit_standalone(world, ORDERS)  # applied, though the table has no commit yet
+    waiting = put_change_file(world, ORDERS, 60)
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and decision.files_pending == (waiting,)
+
+
+def test_dispatch_old_checkpoint_naming_its_files_only_others_wait(world: World) -> None:
+    applied = put_change_file(world, ORDERS, 0)
+    commit_legacy(world, ORDERS, [applied.removeprefix(changes_of(ORDERS))])
+    waiting = put_change_file(world, ORDERS, 60)
+    decision = _dispatch(world, ORDERS)[ORDERS]
+    assert decision.start and decision.files_pending == (waiting,)
 
 
 def test_dispatch_commit_missing_from_catalog_starts_without_files(world: World) -> None:

@@ -3,6 +3,7 @@ started."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from tests.dispatch.dispatch_helpers import (
     World,
     create_job,
     create_sized_job,
+    handler_log,
     job_name,
     lake_on_moto,
     put_change_bytes,
@@ -99,3 +101,84 @@ def test_dispatcher_handler_starts_the_run_sized_to_what_waits(world: World) -> 
     handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
     (run,) = world.glue.get_job_runs(JobName=job)["JobRuns"]
     assert (run["WorkerType"], run["NumberOfWorkers"]) == ("G.1X", 4)
+
+
+def test_dispatcher_handler_zero_sizing_bound_fails_that_job_alone(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_CONCURRENT_RUNS", "2")  # both tables are chosen to start
+    odd = create_sized_job(world, "public.odd", min_workers=2, max_workers=4, bytes_per_executor=0)
+    put_change_bytes(world, "public.odd", 0, 100)
+    create_job(world, "public.orders")
+    put_change_file(world, "public.orders", 0)
+    with pytest.raises(DispatchFailed, match=f"{odd}: .*--dispatch_bytes_per_executor"):
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    assert (_started(world, "public.orders"), _started(world, "public.odd")) == (1, 0)
+
+
+def _create_odd_job(world: World) -> str:
+    """A job tagged as a merge job, but without the merge's arguments."""
+    name = job_name("public.odd")
+    world.glue.create_job(
+        Name=name,
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/other.py"},
+        Tags=JOB_TAGS,
+    )
+    return name
+
+
+def test_dispatcher_handler_failure_message_counts_and_names_the_first(world: World) -> None:
+    create_job(world, "public.orders")
+    odd = _create_odd_job(world)
+    with pytest.raises(DispatchFailed) as failed:
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    assert str(failed.value) == (
+        f"1 of 2 jobs: {odd}: Glue job {odd} has no --table, --changes_path, --warehouse_path,"
+        " --database: not a cdclake merge job"
+    )
+
+
+def test_dispatcher_handler_logs_each_decision_with_its_fields(world: World) -> None:
+    job = create_sized_job(
+        world, "public.orders", min_workers=2, max_workers=8, bytes_per_executor=1000
+    )
+    put_change_bytes(world, "public.orders", 0, 3000)
+    with handler_log() as log:
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    (started,) = [json.loads(line) for line in log.getvalue().splitlines()]
+    (run,) = world.glue.get_job_runs(JobName=job)["JobRuns"]
+    assert {k: started.get(k) for k in ("level", "message", "table", "job", "start")} == {
+        "level": "INFO",
+        "message": "merge started",
+        "table": "public.orders",
+        "job": job,
+        "start": True,
+    }
+    assert (started["reason"], started["files_pending"], started["run_id"]) == (
+        "1 change files wait",
+        1,
+        run["Id"],
+    )
+    assert started["workers"] == 4 and isinstance(started["watermark"], float)
+
+
+def test_dispatcher_handler_logs_a_table_not_started(world: World) -> None:
+    create_job(world, "public.orders")  # nothing waits
+    with handler_log() as log:
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    (line,) = [json.loads(line) for line in log.getvalue().splitlines()]
+    assert (line["message"], line["start"], line["reason"]) == (
+        "merge not started",
+        False,
+        "no change files wait",
+    )
+
+
+def test_dispatcher_handler_logs_each_job_not_dispatched_as_an_error(world: World) -> None:
+    odd = _create_odd_job(world)
+    with handler_log() as log, pytest.raises(DispatchFailed):
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    (line,) = [json.loads(line) for line in log.getvalue().splitlines()]
+    assert (line["level"], line["message"]) == ("ERROR", "merge job not dispatched")
+    assert line["detail"].startswith(f"{odd}: Glue job {odd} has no --table")

@@ -8,6 +8,7 @@ applies them reports their age, and a table the dispatcher could not read report
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -160,3 +161,30 @@ def test_dispatcher_lag_local_cli_publishes_where_a_region_is_set(world: World) 
     decisions = list(_decide(world, ORDERS).values())
     publish_local_lag("local", decisions, time.time())
     assert lag_dimensions() == [{"Environment": "local", "Table": ORDERS}]
+
+
+def test_dispatcher_lag_not_published_fails_the_turn(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a datapoint the lag alarms page on missing data: the turn must fail too, so that
+    # the dispatcher's own error metric and log say why.
+    put_change_file(world, ORDERS, 0)
+    commit_everything_listed(world, ORDERS)
+    create_job(world, ORDERS)
+    with socket.socket() as sock:  # bound, never listening: CloudWatch refuses the connection
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv(
+            "AWS_ENDPOINT_URL_CLOUDWATCH", f"http://127.0.0.1:{sock.getsockname()[1]}"
+        )
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+        with pytest.raises(DispatchFailed, match="LagSeconds not published"):
+            handler({}, FakeContext())  # type: ignore[arg-type]
+
+
+def test_dispatcher_lag_stamped_with_the_turn_time(world: World) -> None:
+    put_change_file(world, ORDERS, 0)
+    decision = _decide(world, ORDERS)[ORDERS]
+    assert decision.oldest_pending is not None
+    turn = decision.oldest_pending - 3 * 86_400  # days before now: found only where stamped
+    assert publish_lag(ENVIRONMENT, [decision], cloudwatch=_cloudwatch(), now=turn)
+    assert lag_values(ENVIRONMENT, ORDERS, around=turn) == [0.0]

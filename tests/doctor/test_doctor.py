@@ -200,6 +200,15 @@ def test_doctor_vpc_quota_room_ok(aws_env: None, config_dir: Path) -> None:
     assert check == Check("quota: VPCs", "ok", "1 of 5 used, 1 more needed")
 
 
+def test_doctor_vpc_quota_last_one_free_ok(aws_env: None, config_dir: Path) -> None:
+    config = _config(config_dir, region="ap-northeast-3")
+    ec2 = _session(config.region).client("ec2")
+    for index in range(3):  # and the default VPC: 4 of 5, the network stack takes the 5th
+        ec2.create_vpc(CidrBlock=f"10.{index}.0.0/16")
+    check = check_vpc_quota(config, _session(config.region))
+    assert check == Check("quota: VPCs", "ok", "4 of 5 used, 1 more needed")
+
+
 def test_doctor_vpc_quota_exhausted_fails(aws_env: None, config_dir: Path) -> None:
     config = _config(config_dir, region="eu-south-1")
     ec2 = _session(config.region).client("ec2")

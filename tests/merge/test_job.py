@@ -109,6 +109,17 @@ def test_run_merge_overlapping_input_applies_only_new_files(cow_lake: Lake) -> N
     assert cow_lake.visible() == [{"id": 1, "name": "b"}]
 
 
+def test_run_merge_byte_cap_leaves_the_rest_for_the_next_run(cow_lake: Lake) -> None:
+    first = cow_lake.write("a.json", [c(1, "a", 10)])
+    cow_lake.write("b.json", [c(2, "b", 20)])
+    cow_lake.write("c.json", [c(3, "c", 30)])
+    # The byte cap binds (a file's worth), the file cap does not.
+    cow_lake.options = replace(cow_lake.options, max_files=10, max_bytes=first.stat().st_size)
+    result = cow_lake.merge()
+    assert (result.files_applied, result.files_pending) == (1, 2)
+    assert cow_lake.visible() == [{"id": 1, "name": "a"}]
+
+
 def test_run_merge_no_new_input_does_not_open_applied_files(cow_lake: Lake) -> None:
     applied = cow_lake.write("a.json", [c(1, "a", 10)])
     cow_lake.merge()

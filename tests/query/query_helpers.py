@@ -163,3 +163,30 @@ def registered_partitions(stack: LocalStack, database: str, table: str) -> list[
         t=table,
     )
     return sorted(str(name).split("=", 1)[1] for (name,) in rows)
+
+
+def stack_with(root: Path, *, running: dict[str, int], stopped: tuple[str, ...]) -> LocalStack:
+    """A stack's state file as ``local up`` writes it: ``running`` by name and PID (live
+    processes), ``stopped`` the ones whose process has gone."""
+    from cdclake.local import processes
+    from cdclake.local.runtime import State
+
+    log = str(root / "process.log")
+    tracked = {
+        name: processes.Tracked(name, pid, processes.start_ticks(pid) or 0, log)
+        for name, pid in running.items()
+    }
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    for name in stopped:
+        tracked[name] = processes.Tracked(name, int(gone.stdout), 1, log)
+    names = [*running, *stopped]
+    state = State(env="local", ports=dict.fromkeys(names, 9), processes=tracked, bucket="lake")
+    stack = LocalStack(root, env="local")
+    stack.root.mkdir(parents=True, exist_ok=True)
+    stack.state_file.write_text(state.to_json())
+    return stack
