@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from cdclake.errors import describe
 from tests.cli.cli_helpers import (
     COMMANDS,
     ROOT,
@@ -15,7 +14,6 @@ from tests.cli.cli_helpers import (
     cases,
     command_paths,
     environment,
-    refused,
     run_cli,
     write_stopped_stack,
 )
@@ -68,35 +66,6 @@ def test_error_boundary_debug_shows_traceback(stopped: dict[str, str]) -> None:
     assert "NoCredentialsError" in result.stderr
 
 
-def test_error_boundary_access_denied_names_action_and_resource() -> None:
-    message = (
-        "User: arn:aws:iam::111111111111:user/ops is not authorized to perform: "
-        "glue:GetJobRuns on resource: arn:aws:glue:eu-west-1:111111111111:job/cdclake-dev-merge"
-    )
-    described = describe(refused("AccessDeniedException", message))
-    assert described is not None
-    text, code = described
-    assert code == 1
-    assert "access denied" in text
-    assert "glue:GetJobRuns" in text
-    assert "job/cdclake-dev-merge" in text
-
-
-def test_error_boundary_throttled_says_retry() -> None:
-    described = describe(refused("ThrottlingException", "Rate exceeded"))
-    assert described == (
-        "AWS throttled GetJobRuns (ThrottlingException): wait a minute and run it again",
-        1,
-    )
-
-
-def test_error_boundary_expired_credentials_say_what_to_do() -> None:
-    described = describe(refused("ExpiredTokenException", "The security token has expired"))
-    assert described is not None
-    assert described[0].startswith("AWS credentials have expired (GetJobRuns)")
-    assert "aws sso login" in described[0]
-
-
 def test_error_boundary_unreachable_endpoint_one_line(stopped: dict[str, str]) -> None:
     env = {
         **stopped,
@@ -110,55 +79,3 @@ def test_error_boundary_unreachable_endpoint_one_line(stopped: dict[str, str]) -
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: cannot reach http://127.0.0.1:9")
     assert result.returncode == 1
-
-
-def test_error_boundary_connect_timeout_is_cannot_reach() -> None:
-    from botocore.exceptions import ConnectTimeoutError
-
-    endpoint = "https://glue.eu-west-1.amazonaws.com/"
-    described = describe(ConnectTimeoutError(endpoint_url=endpoint))
-    assert described is not None
-    assert described[0].startswith(f"cannot reach {endpoint}: check the network")
-    assert described[1] == 1
-
-
-def test_error_boundary_unexpected_error_one_line_with_debug_hint(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from cdclake.errors import run
-
-    monkeypatch.delenv("CDCLAKE_DEBUG", raising=False)
-
-    def broken(*, args: list[str], prog_name: str) -> None:
-        raise KeyError("a defect")
-
-    assert run(broken, []) == 1
-    assert capsys.readouterr().err.splitlines() == [
-        "error: KeyError: 'a defect' (rerun with --debug for the traceback, "
-        "and report it if it is a bug)"
-    ]
-
-
-def test_error_boundary_missing_spark_jars_is_a_setup_error() -> None:
-    from cdclake_merge.session import MissingJars
-
-    assert describe(MissingJars("no Hudi bundle under jvm/lib/spark: run make setup")) == (
-        "no Hudi bundle under jvm/lib/spark: run make setup",
-        2,
-    )
-
-
-def test_error_boundary_spark_driver_gone_is_not_a_stopped_stack() -> None:
-    from py4j.protocol import Py4JNetworkError
-
-    try:
-        try:
-            raise ConnectionRefusedError(111, "Connection refused")
-        except ConnectionRefusedError as refused_connection:
-            raise Py4JNetworkError(
-                "An error occurred while trying to connect to the Java server (127.0.0.1:41234)"
-            ) from refused_connection
-    except Py4JNetworkError as exc:
-        described = describe(exc)
-    assert described is not None
-    assert described[0].startswith("the Spark driver (the JVM this command started) stopped")

@@ -1,5 +1,6 @@
-"""The error boundary's words for each kind of error, in process (tests/cli/test_error_boundary.py
-provokes them through the commands): what the operator reads and the exit code."""
+"""The error boundary's words for each kind of error, in process: what the operator reads and
+the exit code. tests/cli/test_error_boundary.py provokes them through each command in a
+process of its own (which mutation testing cannot see into)."""
 
 from __future__ import annotations
 
@@ -182,3 +183,84 @@ def test_run_debug_flag_lets_the_traceback_through(monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyError):
         errors.run(broken, ["status", "--debug"])
     assert seen == [["status"]]
+
+
+def test_error_boundary_access_denied_names_action_and_resource() -> None:
+    message = (
+        "User: arn:aws:iam::111111111111:user/ops is not authorized to perform: "
+        "glue:GetJobRuns on resource: arn:aws:glue:eu-west-1:111111111111:job/cdclake-dev-merge"
+    )
+    described = describe(refused("AccessDeniedException", message))
+    assert described is not None
+    text, code = described
+    assert code == 1
+    assert "access denied" in text
+    assert "glue:GetJobRuns" in text
+    assert "job/cdclake-dev-merge" in text
+
+
+def test_error_boundary_throttled_says_retry() -> None:
+    described = describe(refused("ThrottlingException", "Rate exceeded"))
+    assert described == (
+        "AWS throttled GetJobRuns (ThrottlingException): wait a minute and run it again",
+        1,
+    )
+
+
+def test_error_boundary_expired_credentials_say_what_to_do() -> None:
+    described = describe(refused("ExpiredTokenException", "The security token has expired"))
+    assert described is not None
+    assert described[0].startswith("AWS credentials have expired (GetJobRuns)")
+    assert "aws sso login" in described[0]
+
+
+def test_error_boundary_connect_timeout_is_cannot_reach() -> None:
+    from botocore.exceptions import ConnectTimeoutError
+
+    endpoint = "https://glue.eu-west-1.amazonaws.com/"
+    described = describe(ConnectTimeoutError(endpoint_url=endpoint))
+    assert described is not None
+    assert described[0].startswith(f"cannot reach {endpoint}: check the network")
+    assert described[1] == 1
+
+
+def test_error_boundary_unexpected_error_one_line_with_debug_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdclake.errors import run
+
+    monkeypatch.delenv("CDCLAKE_DEBUG", raising=False)
+
+    def broken(*, args: list[str], prog_name: str) -> None:
+        raise KeyError("a defect")
+
+    assert run(broken, []) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "error: KeyError: 'a defect' (rerun with --debug for the traceback, "
+        "and report it if it is a bug)"
+    ]
+
+
+def test_error_boundary_missing_spark_jars_is_a_setup_error() -> None:
+    from cdclake_merge.session import MissingJars
+
+    assert describe(MissingJars("no Hudi bundle under jvm/lib/spark: run make setup")) == (
+        "no Hudi bundle under jvm/lib/spark: run make setup",
+        2,
+    )
+
+
+def test_error_boundary_spark_driver_gone_is_not_a_stopped_stack() -> None:
+    from py4j.protocol import Py4JNetworkError
+
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as refused_connection:
+            raise Py4JNetworkError(
+                "An error occurred while trying to connect to the Java server (127.0.0.1:41234)"
+            ) from refused_connection
+    except Py4JNetworkError as exc:
+        described = describe(exc)
+    assert described is not None
+    assert described[0].startswith("the Spark driver (the JVM this command started) stopped")

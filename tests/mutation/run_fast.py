@@ -49,6 +49,17 @@ SCOPE: dict[str, list[str]] = {
         "lambdas.bootstrap.sql.x_qualified__mutmut_*",
         "lambdas.bootstrap.sql.xǁBootstrapSpecǁ*",
     ],
+    "cdclake_merge.dispatch": ["cdclake_merge.dispatch.*"],
+    "cdclake_merge.pending": ["cdclake_merge.pending.*"],
+    "lambdas.dispatcher.handler": ["lambdas.dispatcher.handler.*"],
+    # Its AWS side's parts; the local merges and the command itself start Spark or a stack.
+    "cdclake.dispatch": [
+        f"cdclake.dispatch.{name}__mutmut_*"
+        for name in ("x_aws_targets", "x_publish_local_lag", "x_render")
+    ],
+    "cdclake.cost": ["cdclake.cost.*"],
+    "cdclake.errors": ["cdclake.errors.*"],
+    "lambdas.credential_refresh.handler": ["lambdas.credential_refresh.handler.*"],
 }
 PATTERNS = [pattern for patterns in SCOPE.values() for pattern in patterns]
 # A mutant that hangs the tests (timeout) is caught as surely as one that fails them.
