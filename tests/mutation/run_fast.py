@@ -31,6 +31,7 @@ LAYOUT = [
     ("lambdas", "lambdas"),
     ("tests", "tests"),
     ("config", "config"),
+    ("bench/results", "bench/results"),  # the cost model's measured rates (tests/cost)
     ("pyproject.toml", "pyproject.toml"),
     ("cdk.json", "cdk.json"),
 ]
