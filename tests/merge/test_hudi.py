@@ -15,13 +15,11 @@ import pytest
 from cdclake_merge.hudi import (
     CHECKPOINT_KEY,
     MAX_NAMED_KEYS,
-    PAYLOAD_CLASS,
     TOMBSTONED_AT,
     CatalogSyncError,
-    hudi_options,
-    key_generator,
     stored_layout,
 )
+from cdclake_merge.hudi_options import PAYLOAD_CLASS, hudi_options, key_generator
 from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords
 from cdclake_merge.pending import newest_checkpoint_name
 from cdclake_merge.schema import SchemaChangeError, unify

@@ -9,15 +9,19 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.hudi import hudi_options
+from cdclake_merge.hudi_options import hudi_options
+from cdclake_merge.pending import TablePaths
 from cdclake_merge.recovery import (
+    HudiProcedures,
     RestoreError,
     expired_savepoints,
     instant_time,
     parse_restore_target,
+    prune_sidecar,
     restore_point,
     savepoint_due,
     savepoints_in,
+    sidecar_garbage,
 )
 from tests.merge.support import Lake, envelope
 
@@ -217,3 +221,47 @@ def test_recovery_pending_compaction_is_completed_by_the_next_run(spark, tmp_pat
     planned = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
     assert planned <= completed, pending
     assert lake.visible() == [{"id": 1, "name": "last"}]
+
+
+def test_sidecar_garbage_checkpoints_before_the_oldest_kept_go() -> None:
+    names = ["v00000001.json", "v00000002.json", "v00000003.json", "standalone.json"]
+    assert sidecar_garbage(names, [], 3, []) == [
+        "checkpoints/v00000001.json",
+        "checkpoints/v00000002.json",
+    ]
+
+
+def test_sidecar_garbage_older_set_the_oldest_checkpoint_lists_is_kept() -> None:
+    sets = ["v00000001", "v00000002", "v00000004"]
+    assert sidecar_garbage([], sets, 3, ["tombstones/v00000001", "tombstones/v00000004"]) == [
+        "tombstones/v00000002"
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_prune_sidecar_keeps_what_the_oldest_savepoint_needs(
+    spark,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.write("0.json", [c(1, 10), c(2, 11)])
+    lake.merge()
+    lake.write("1.json", [envelope("d", lsn=20, before={"id": 1})])
+    lake.merge()  # writes tombstone set v00000002
+    lake.write("2.json", [c(3, 30)])
+    lake.merge()
+    sink = lake.sink
+    paths = TablePaths.of(str(lake.warehouse), lake.table)
+    names = lake.fs.list_dir(paths.timeline)
+    newest = sorted(n.split(".")[0] for n in names if n.endswith((".commit", ".deltacommit")))[-1]
+    HudiProcedures(spark, f"file://{paths.root}").create_savepoint(newest)
+
+    pruned = prune_sidecar(lake.fs, paths, lake.fs.list_dir(paths.timeline), newest)
+
+    assert pruned == ["checkpoints/v00000001.json", "checkpoints/v00000002.json"]
+    assert lake.fs.list_dir(str(Path(paths.sidecar) / "tombstones")) == ["v00000002"]
+    sink.restore(spark, None)  # to the newest savepoint: everything it needs is there
+    lake.write("3.json", [c(1, 9)])  # older than the delete: its tombstone stops it
+    lake.merge()
+    assert lake.visible() == [{"id": 2, "name": "n2"}, {"id": 3, "name": "n3"}]

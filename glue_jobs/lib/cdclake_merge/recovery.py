@@ -15,9 +15,18 @@ Hudi writes instant times in the table's timeline time zone, which on Glue is UT
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from cdclake_merge.pending import (
+    CHECKPOINT_SEARCH,
+    COMPLETED,
+    TablePaths,
+    newest_checkpoint_name,
+)
+from cdclake_merge.storage import FileSystem, join
 
 # lake.retain_hours' and lake.savepoint_days' defaults, for runs by hand without them.
 DEFAULT_RETAIN_HOURS = 24
@@ -33,10 +42,11 @@ class RestoreError(ValueError):
 
 @dataclass
 class RecoveryChange:
-    """What one run did to the table's savepoints."""
+    """What one run did to the table's savepoints and the merge's own files beside it."""
 
     created: str | None = None
     deleted: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)  # sidecar paths no restore can need
 
 
 def instant_time(instant: str) -> dt.datetime:
@@ -72,6 +82,41 @@ def expired_savepoints(savepoints: Sequence[str], now: dt.datetime, keep_days: i
     return [s for s in ordered[:-1] if instant_time(s) < horizon]
 
 
+def version_of(name: str) -> int | None:
+    """The version a sidecar entry was written at (``v00000007.json``, ``v00000007``)."""
+    stem = name.removesuffix(".json")
+    return int(stem[1:]) if stem[:1] == "v" and stem[1:].isdigit() else None
+
+
+def sidecar_garbage(
+    checkpoints: Iterable[str],
+    tombstone_sets: Iterable[str],
+    oldest_kept: int,
+    oldest_sets: Iterable[str],
+) -> list[str]:
+    """The merge's sidecar entries no restore can need, as paths under the sidecar.
+
+    ``oldest_kept`` is the version of the checkpoint the oldest savepoint's commit names:
+    every checkpoint before it goes. A tombstone set is named after the version that wrote
+    it and later checkpoints list only sets they carry over or write, so a set older than
+    ``oldest_kept`` is needed only if that checkpoint (``oldest_sets``) still lists it.
+    """
+    keep_sets = set(oldest_sets)
+    garbage = [
+        f"checkpoints/{name}"
+        for name in sorted(checkpoints)
+        if (version := version_of(name)) is not None and version < oldest_kept
+    ]
+    garbage += [
+        f"tombstones/{name}"
+        for name in sorted(tombstone_sets)
+        if (version := version_of(name)) is not None
+        and version < oldest_kept
+        and f"tombstones/{name}" not in keep_sets
+    ]
+    return garbage
+
+
 def restore_point(table: str, savepoints: Sequence[str], to: dt.datetime | None) -> str:
     """The savepoint a restore ``to`` a time goes back to: the newest at or before it (the
     newest of all for None). RestoreError naming what there is otherwise."""
@@ -101,6 +146,34 @@ def parse_restore_target(value: str) -> dt.datetime | None:
             f"--to {value!r}: expected latest, a date (2026-11-27) or a time (2026-11-27T18:00:00Z)"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def prune_sidecar(
+    fs: FileSystem, paths: TablePaths, timeline_names: Sequence[str], oldest_savepoint: str
+) -> list[str]:
+    """Delete the merge's checkpoints and tombstone sets older than those of the oldest
+    savepoint's commit (:func:`sidecar_garbage`); what was deleted, under the sidecar.
+
+    The commit is the newest at or before the savepoint that names a checkpoint (a
+    compaction's commit names none); without one nothing is deleted.
+    """
+    at_or_before = sorted(
+        (n for n in timeline_names if n.endswith(COMPLETED) and n <= oldest_savepoint + "~"),
+        reverse=True,
+    )[:CHECKPOINT_SEARCH]
+    named = newest_checkpoint_name({n: fs.read_text(join(paths.timeline, n)) for n in at_or_before})
+    if named is None:
+        return []
+    oldest = json.loads(fs.read_text(join(paths.sidecar, named)))
+    garbage = sidecar_garbage(
+        fs.list_dir(join(paths.sidecar, "checkpoints")),
+        fs.list_dir(join(paths.sidecar, "tombstones")),
+        int(oldest["version"]),
+        oldest["tombstones"],
+    )
+    for path in garbage:
+        fs.delete(join(paths.sidecar, path))
+    return garbage
 
 
 class HudiProcedures:
