@@ -147,10 +147,15 @@ def merge(
         exclude = ",".join(target.exclude)
         from environment.config import load_config
 
-        lake = load_config(env).lake
+        config = load_config(env)
+        lake = config.lake
         if tombstone_retention_days is None:
             tombstone_retention_days = lake.tombstone_retention_days
-        services = {"retain_hours": lake.retain_hours, "savepoint_days": lake.savepoint_days}
+        services = {
+            "retain_hours": lake.retain_hours,
+            "savepoint_days": lake.savepoint_days,
+            "record_index_file_groups": config.lake_table(source_table).record_index_file_groups,
+        }
     if changes is None or warehouse is None or not key:
         fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None

@@ -25,12 +25,14 @@ from pydantic import (
 )
 
 from environment.capacity import (
+    DEFAULT_EXPECTED_ROWS,
     FLEX_WORKER_TYPES,
     GLUE_CONCURRENT_RUNS_QUOTA,
     MERGE_BYTES_PER_VCPU_SECOND,
     MERGE_FILES_PER_VCPU_SECOND,
     RUN_TIMEOUT_SHARE,
     WORKER_VCPUS,
+    record_index_file_groups,
 )
 from environment.names import merge_job_prefix, resource_name
 from environment.paths import CONFIG_DIR, PLUGIN_DIST_DIR
@@ -117,6 +119,14 @@ class TableConfig(_Model):
         default_factory=GlueJobSizing,
         description="the table's merge workers; default lake.glue_job's",
     )
+    expected_rows: int = Field(
+        default=DEFAULT_EXPECTED_ROWS,
+        ge=1,
+        description=(
+            "rows the lake table is expected to reach in its life: sizes its record index "
+            "when the table is first written (a later change needs a rebuild)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> TableConfig:
@@ -132,6 +142,8 @@ class TableConfig(_Model):
             raise ValueError("table goes nowhere: set lake and/or fanout to true")
         if self.freshness_minutes is not None and not self.lake:
             raise ValueError("freshness_minutes is the lake's objective: the table has lake: false")
+        if "expected_rows" in self.model_fields_set and not self.lake:
+            raise ValueError("expected_rows sizes the lake table: the table has lake: false")
         if self.glue_job.model_fields_set and not self.lake:
             raise ValueError("glue_job sizes the lake's merge: the table has lake: false")
         return self
@@ -152,6 +164,11 @@ class TableConfig(_Model):
     def merge_job_name(self, prefix: str) -> str:
         """The table's Glue merge job, ``<prefix>-merge-<schema>-<table>`` (hyphens only)."""
         return merge_job_prefix(prefix) + self.lake_table_name.replace("_", "-")
+
+    @property
+    def record_index_file_groups(self) -> int:
+        """The record index's file groups, from :attr:`expected_rows`."""
+        return record_index_file_groups(self.expected_rows)
 
     @property
     def event_source(self) -> str:
@@ -395,6 +412,18 @@ class LakeConfig(_Model):
         default=60,
         description="lag objective of every lake table (its alarm), unless the table sets one",
     )
+
+    @model_validator(mode="after")
+    def _change_files_outlive_savepoints(self) -> LakeConfig:
+        # A restore goes back to a savepoint up to savepoint_days + 1 days old, and the next
+        # run applies again every change file since: they must still be there.
+        if self.change_file_expiration_days <= self.savepoint_days + 1:
+            raise ValueError(
+                f"change_file_expiration_days ({self.change_file_expiration_days}) must be more "
+                f"than savepoint_days + 1 ({self.savepoint_days + 1}): a restore to the oldest "
+                "savepoint applies again every change file written since"
+            )
+        return self
 
     def freshness_of(self, table: TableConfig) -> int:
         """Minutes the table may lag its source before its alarm fires."""

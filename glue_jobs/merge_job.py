@@ -17,6 +17,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   restore: roll back to a savepoint, cdclake_merge.recovery)
     --restore_to latest|DATE|TIME (restore: the newest savepoint at or before it)
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
+    --record_index_file_groups 10 (from the table's expected_rows; used when the table is first
+                                  written)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -50,6 +52,7 @@ ARGUMENTS = (
     "restore_to",
     "retain_hours",
     "savepoint_days",
+    "record_index_file_groups",
 )
 MODES = ("merge", "replay", "restore")
 # Without --environment the run publishes no metrics (a run by hand).
@@ -68,6 +71,7 @@ OPTIONAL = {
     "restore_to": "latest",
     "retain_hours": "",
     "savepoint_days": "",
+    "record_index_file_groups": "",
 }
 
 
@@ -144,7 +148,7 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
 
     services = {
         name: number
-        for name in ("retain_hours", "savepoint_days")
+        for name in ("retain_hours", "savepoint_days", "record_index_file_groups")
         if (number := _positive(args, name)) is not None
     }
     return open_sink(

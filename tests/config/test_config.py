@@ -372,3 +372,56 @@ def test_load_config_glue_job_of_fanout_only_table_is_rejected(tmp_path: Path) -
     ]
     with pytest.raises(ConfigError, match="glue_job sizes the lake's merge: the table has lake"):
         load_config(path=_write(tmp_path, data))
+
+
+def test_record_index_file_groups_default_rows_fit_hudis_ten() -> None:
+    from environment.capacity import DEFAULT_EXPECTED_ROWS, record_index_file_groups
+
+    assert record_index_file_groups(DEFAULT_EXPECTED_ROWS) == 10
+
+
+def test_record_index_file_groups_a_billion_rows_take_hudis_estimate() -> None:
+    from environment.capacity import record_index_file_groups
+
+    # Hudi: ceil(rows * 2.0) / (1 GiB / 48 bytes) = 2e9 / 22,369,621 = 89 file groups.
+    assert record_index_file_groups(1_000_000_000) == 89
+
+
+def test_record_index_file_groups_capped_at_hudis_most() -> None:
+    from environment.capacity import record_index_file_groups
+
+    assert record_index_file_groups(10**13) == 1000
+
+
+def test_load_config_expected_rows_sizes_the_tables_record_index(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"], "expected_rows": 10**9}]
+    assert load_config(path=_write(tmp_path, data)).tables[0].record_index_file_groups == 89
+
+
+def test_load_config_expected_rows_of_a_fanout_only_table_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [
+        {
+            "name": "public.orders",
+            "primary_key": ["id"],
+            "lake": False,
+            "fanout": True,
+            "expected_rows": 5,
+        }
+    ]
+    with pytest.raises(ConfigError, match="expected_rows sizes the lake table"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_change_files_expiring_before_savepoints_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"change_file_expiration_days": 8, "savepoint_days": 7}
+    with pytest.raises(ConfigError, match=r"change_file_expiration_days \(8\) must be more"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_change_files_outliving_savepoints_loads(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"change_file_expiration_days": 9, "savepoint_days": 7}
+    assert load_config(path=_write(tmp_path, data)).lake.savepoint_days == 7

@@ -39,7 +39,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake_merge.hudi_options import READ_OPTIONS, hudi_options
+from cdclake_merge.hudi_options import (
+    DEFAULT_RECORD_INDEX_FILE_GROUPS,
+    READ_OPTIONS,
+    hudi_options,
+)
 from cdclake_merge.pending import (
     CATALOG_UNSYNCED,
     CHECKPOINT_KEY,
@@ -109,6 +113,7 @@ class HudiTable:
         sync_catalog: bool = True,
         retain_hours: int = DEFAULT_RETAIN_HOURS,
         savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
+        record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
     ) -> None:
         self.database, _, self.name = table.partition(".")
         if not self.database or not self.name or "." in self.name:
@@ -122,6 +127,7 @@ class HudiTable:
         self.quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
         self.sync_catalog = sync_catalog
         self.retain_hours, self.savepoint_days = retain_hours, savepoint_days
+        self.record_index_file_groups = record_index_file_groups
 
     def _uri(self, path: str) -> str:
         """Spark and Hudi want a scheme; local paths get ``file://``."""
@@ -420,6 +426,7 @@ class HudiTable:
             partition_fields=self.partition_fields,
             table_type=self.table_type,
             retain_hours=self.retain_hours,
+            record_index_file_groups=self.record_index_file_groups,
             **write,
         )
 

@@ -10,6 +10,9 @@ from cdclake_merge.pending import COMMIT_METADATA_PREFIX
 from cdclake_merge.recovery import DEFAULT_RETAIN_HOURS
 from cdclake_merge.transforms import ORDER
 
+# Hudi's own minimum, what a table of up to 100M rows needs (environment.capacity sizes it).
+DEFAULT_RECORD_INDEX_FILE_GROUPS = 10
+
 PAYLOAD_CLASS = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 # Reads: prune file groups with the record index where a read names its keys.
 READ_OPTIONS = {
@@ -61,6 +64,7 @@ def hudi_options(
     commit_metadata: Mapping[str, str] | None = None,
     operation: str = "upsert",
     retain_hours: int = DEFAULT_RETAIN_HOURS,
+    record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
 ) -> dict[str, str]:
     """Writer options for one CDC commit (Hudi 0.15 option names): an upsert, or the
     ``bulk_insert`` of a table's first rows.
@@ -91,6 +95,9 @@ def hudi_options(
         "hoodie.index.type": "RECORD_INDEX",
         "hoodie.metadata.enable": "true",
         "hoodie.metadata.record.index.enable": "true",
+        # Sized for the rows the table is expected to reach (config's expected_rows), not
+        # for the rows of its first commit: the count is fixed when the index is first written.
+        "hoodie.metadata.record.index.min.filegroup.count": str(record_index_file_groups),
         # The fold hands Hudi whole rows in the table's column layout.
         "hoodie.datasource.write.reconcile.schema": "false",
         "hoodie.schema.on.read.enable": "false",

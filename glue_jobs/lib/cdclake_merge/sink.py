@@ -150,6 +150,7 @@ def open_sink(
     sync_catalog: bool = True,
     retain_hours: int = DEFAULT_RETAIN_HOURS,
     savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
+    record_index_file_groups: int | None = None,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
 
@@ -170,6 +171,12 @@ def open_sink(
         sync_catalog=sync_catalog,
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
+        # None: the format's own default (the sink contract knows no index sizes)
+        **(
+            {}
+            if record_index_file_groups is None
+            else {"record_index_file_groups": record_index_file_groups}
+        ),
     )
 
 

@@ -1,5 +1,6 @@
-"""A lake table's recovery horizon: daily savepoints kept for ``savepoint_days``, time-based
-cleaning, a restore and the catch-up after it, pending compactions completed (table-life issue)."""
+"""A lake table's life (table-life issue): daily savepoints kept for ``savepoint_days``,
+time-based cleaning, a restore and the catch-up after it, pending compactions completed, the
+merge's own files pruned, the record index sized for the rows the table will reach."""
 
 from __future__ import annotations
 
@@ -141,6 +142,11 @@ def test_hudi_options_clean_by_hours_retained() -> None:
     assert options["hoodie.cleaner.hours.retained"] == "36"
 
 
+def test_hudi_options_record_index_sized_from_the_given_file_groups() -> None:
+    options = hudi_options(database="d", table="t", record_key=["id"], record_index_file_groups=89)
+    assert options["hoodie.metadata.record.index.min.filegroup.count"] == "89"
+
+
 def test_hudi_options_archive_merges_small_files() -> None:
     options = hudi_options(database="d", table="t", record_key=["id"])
     assert options["hoodie.archive.merge.enable"] == "true"
@@ -265,3 +271,27 @@ def test_recovery_prune_sidecar_keeps_what_the_oldest_savepoint_needs(
     lake.write("3.json", [c(1, 9)])  # older than the delete: its tombstone stops it
     lake.merge()
     assert lake.visible() == [{"id": 2, "name": "n2"}, {"id": 3, "name": "n3"}]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_table_life_record_index_of_a_small_first_commit_has_the_configured_file_groups(
+    spark,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    from cdclake_merge.sink import open_sink
+
+    lake = Lake(spark, tmp_path)
+    lake.sink = open_sink(
+        warehouse=str(lake.warehouse),
+        table=lake.table,
+        key=lake.key,
+        fs=lake.fs,
+        spark_factory=lambda: spark,
+        record_index_file_groups=12,
+    )
+    lake.write("0.json", [c(1, 10), c(2, 11)])
+    lake.merge()
+    index = Path(lake.sink.root) / ".hoodie" / "metadata" / "record_index"
+    groups = {p.name.split("_")[0].lstrip(".") for p in index.iterdir() if "record-index" in p.name}
+    assert len(groups) == 12
