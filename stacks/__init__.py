@@ -7,6 +7,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from environment.config import EnvironmentConfig
 from stacks.capture_stack import CaptureStack
+from stacks.components.log_storage import handler_log_groups
 from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack
 from stacks.lake_stack import LakeStack
@@ -25,7 +26,14 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
 
     network = NetworkStack(app, stack_id("Network"), config=config, env=env)
     database = DatabaseStack(app, stack_id("Database"), config=config, vpc=network.vpc, env=env)
-    lake = LakeStack(app, stack_id("Lake"), config=config, vpc=network.vpc, env=env)
+    lake = LakeStack(
+        app,
+        stack_id("Lake"),
+        config=config,
+        vpc=network.vpc,
+        alarm_topic=database.alarm_topic,
+        env=env,
+    )
     capture = CaptureStack(
         app,
         stack_id("Capture"),
@@ -49,9 +57,7 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
         env=env,
     )
 
-    # Security gate: every AwsSolutions finding fails synth unless suppressed with a reason.
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
-    return {
+    stacks: dict[str, cdk.Stack] = {
         "network": network,
         "database": database,
         "lake": lake,
@@ -59,3 +65,10 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
         "fanout": fanout,
         "operations": operations,
     }
+    # The functions CDK adds on its own (custom-resource handlers) get log groups that expire.
+    for stack in stacks.values():
+        handler_log_groups(stack)
+
+    # Security gate: every AwsSolutions finding fails synth unless suppressed with a reason.
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return stacks

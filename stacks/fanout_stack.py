@@ -128,6 +128,7 @@ class FanOutStack(cdk.Stack):
             fanout=config.fanout,
             tables=config.fanout_tables,
             encryption_key=self.encryption_key,
+            retain=retain,
         )
         self.event_bus = self.change_bus.bus
 
@@ -157,12 +158,14 @@ class FanOutStack(cdk.Stack):
             retain=retain,
         )
 
-        # What the fan-out gave up on, and where it or a consumer falls behind, pages on the
-        # environment's one alarm topic: a stalled consumer must page before its messages expire.
+        # What the fan-out or the bus gave up on, and where it or a consumer falls behind, pages
+        # on the environment's one alarm topic: a stalled consumer must page before its
+        # messages expire.
         page = cw_actions.SnsAction(database.alarm_topic)
         for alarm in (
             self.fanout.failure_alarm,
             self.fanout.iterator_age_alarm,
+            self.change_bus.dead_letters.alarm,
             *(a for c in self.event_consumers.consumers.values() for a in c.alarms),
         ):
             alarm.add_alarm_action(page)

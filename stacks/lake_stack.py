@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
@@ -39,8 +40,10 @@ class LakeStack(cdk.Stack):
         *,
         config: EnvironmentConfig,
         vpc: ec2.IVpc,
+        alarm_topic: sns.ITopic,
         **kwargs: Any,
     ) -> None:
+        """``alarm_topic``: where the dispatcher's dead letters page."""
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
 
@@ -95,6 +98,9 @@ class LakeStack(cdk.Stack):
             config=config.lake.dispatch,
             job_prefix=merge_job_prefix(config.prefix),
             environment=config.env,
+            alarm_topic=alarm_topic,
+            # Where the environment keeps its data, dead letters outlive the stack.
+            retain=config.database.deletion_protection,
         )
         self._grant_dispatcher(self.dispatcher.function)
 

@@ -1,8 +1,10 @@
 """One Kinesis stream per fan-out table, named by CloudFormation.
 
-The streams are retained when the stack is deleted (they may still hold changes nobody read), so
-they carry no fixed name: a redeploy creates new streams instead of colliding with the old ones.
-Debezium Server learns each generated name through its topic routing (see ``DebeziumServer``).
+The streams are deleted with their stack, and a table's stream when the table leaves the
+fan-out: a stream holds changes in transit for ``kinesis.retention_hours``, which the fan-out
+function has already put on the bus (and its archive) or in its failed-records queue, both kept
+where the environment keeps its data; a retained stream bills by the hour for nothing. Debezium
+Server learns each generated name through its topic routing (see ``DebeziumServer``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class ChangeStreams(Construct):
                 retention_period=cdk.Duration.hours(config.retention_hours),
                 encryption=kinesis.StreamEncryption.KMS,
                 encryption_key=encryption_key,
-                removal_policy=cdk.RemovalPolicy.RETAIN,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
             )
             for table in tables
         }

@@ -13,9 +13,6 @@ from constructs import Construct
 
 from environment.config import DatabaseAlarms as DatabaseAlarmsConfig
 
-#: Services whose notifications reach the topic: alarms and EventBridge rules of the account.
-PUBLISHING_SERVICES = ("cloudwatch.amazonaws.com", "events.amazonaws.com")
-
 
 class DatabaseAlarms(Construct):
     """Slot lag and transaction-log disk alarms on the writer, notifying an SNS topic.
@@ -40,7 +37,12 @@ class DatabaseAlarms(Construct):
 
         # Own key for the topic: the services that publish to it must be allowed to use it (the
         # database key not): CloudWatch for the alarms, EventBridge for rules on the default bus
-        # (the operations stack's failed merge runs).
+        # (the operations stack's failed merge runs). Each only for this account (confused
+        # deputy): CloudWatch says which alarm it acts for; EventBridge's requests to KMS through
+        # SNS carry no source (the SNS guide: aws:SourceAccount and aws:SourceArn are not
+        # supported there), so it is bound to this account's topics by the topic ARN SNS puts
+        # in the encryption context. The key cannot name the topic itself (topic -> key -> topic).
+        stack = cdk.Stack.of(self)
         key = kms.Key(
             self,
             "TopicKey",
@@ -48,8 +50,40 @@ class DatabaseAlarms(Construct):
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        for service in PUBLISHING_SERVICES:
-            key.grant(iam.ServicePrincipal(service), "kms:Decrypt", "kms:GenerateDataKey*")
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesPublish",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:sns:topicArn": stack.format_arn(
+                            service="sns", resource="*"
+                        )
+                    }
+                },
+            )
+        )
         #: SNS topic the database alarms notify (subscribe the on-call pager to it).
         self.topic = sns.Topic(
             self,
@@ -59,13 +93,15 @@ class DatabaseAlarms(Construct):
             enforce_ssl=True,
         )
         # EventBridge publishes through the topic's policy (an SNS target takes no role here);
-        # granted here, with the key, so a rule in another stack changes nothing of this one.
+        # granted here, with the key, so a rule in another stack changes nothing of this one:
+        # any rule of this account, none of another's.
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="EventBridgeRulesPublish",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["sns:Publish"],
                 resources=[self.topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             )
         )
 

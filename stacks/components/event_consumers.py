@@ -91,7 +91,8 @@ class EventConsumer(Construct):
         prefix: str,
         retain: bool,
     ) -> None:
-        """``retain``: keep the dead-letter queues when the stack or the consumer goes."""
+        """``retain``: keep the queue and its dead-letter queues when the stack or the consumer
+        goes."""
         super().__init__(scope, construct_id)
         names = dead_letter_alarm_names(prefix, consumer.name)
 
@@ -117,6 +118,8 @@ class EventConsumer(Construct):
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES
             ),
+            # Changes the consumer has not read yet are data like its dead letters.
+            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )
         # What EventBridge could not deliver to this consumer's targets.
         undelivered = dead_letter_queue(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -11,12 +13,21 @@ from environment.config import LakeConfig
 from stacks.components.log_storage import access_log_bucket
 
 
+def noncurrent_version_days(retain_hours: int) -> int:
+    """Days an overwritten or deleted lake object's old version is kept: ``retain_hours`` in
+    whole days (S3 lifecycle counts days), rounded up so a restore reaches as far as Hudi's
+    cleaner keeps; at least one."""
+    return max(1, math.ceil(retain_hours / 24))
+
+
 class LakeStorage(Construct):
     """Five buckets under one customer-managed key (the access-log bucket excepted).
 
     Every bucket blocks public access, refuses non-TLS requests and logs access to
     ``access_log_bucket``. Change files and quarantined records expire after the configured
-    days; Hudi keeps its own history, so the lake bucket only expires old object versions.
+    days; Hudi keeps its own history, so the lake bucket only expires old object versions, as
+    far back as Hudi's cleaner keeps file versions (``retain_hours``), and the delete markers
+    left once a deleted object has no version left.
     Data buckets are retained when the stack is deleted.
     """
 
@@ -78,8 +89,14 @@ class LakeStorage(Construct):
             lifecycle=[
                 s3.LifecycleRule(
                     id="expire-old-versions",
-                    noncurrent_version_expiration=cdk.Duration.days(7),
-                )
+                    noncurrent_version_expiration=cdk.Duration.days(
+                        noncurrent_version_days(config.retain_hours)
+                    ),
+                ),
+                # A delete marker with no version behind it still costs a LIST of the table.
+                s3.LifecycleRule(
+                    id="remove-expired-delete-markers", expired_object_delete_marker=True
+                ),
             ],
         )
         # Records the merge job could not parse, per table: <schema>_<table>/...

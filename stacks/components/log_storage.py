@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -33,6 +34,39 @@ def log_group(
         encryption_key=encryption_key,
         removal_policy=cdk.RemovalPolicy.DESTROY,
     )
+
+
+def handler_log_groups(stack: cdk.Stack) -> list[logs.LogGroup]:
+    """A log group for each Lambda function CDK writes on its own in ``stack`` (a custom-resource
+    provider's handler, e.g. the VPC's default-security-group one: a plain ``CfnResource`` with
+    no logging settings), which Lambda would otherwise create on first use and keep forever.
+    The stack's custom resources wait for them: a handler run before its group exists would
+    create the group, and the group's creation would then fail."""
+    handlers = [
+        child
+        for child in stack.node.find_all()
+        if isinstance(child, cdk.CfnResource)
+        and not isinstance(child, lambda_.CfnFunction)
+        and child.cfn_resource_type == "AWS::Lambda::Function"
+    ]
+    groups = [
+        log_group(
+            stack,
+            # Named from the handler's path within the stack: one id per handler, every deploy.
+            "".join(c for c in handler.node.path.removeprefix(stack.node.path) if c.isalnum())
+            + "Logs",
+            log_group_name=cdk.Fn.join("", ["/aws/lambda/", handler.ref]),
+        )
+        for handler in handlers
+    ]
+    if groups:
+        for child in stack.node.find_all():
+            if isinstance(child, cdk.CfnResource) and (
+                child.cfn_resource_type.startswith("Custom::")
+                or child.cfn_resource_type == "AWS::CloudFormation::CustomResource"
+            ):
+                child.node.add_dependency(*groups)
+    return groups
 
 
 def access_log_bucket(

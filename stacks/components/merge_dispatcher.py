@@ -8,7 +8,9 @@ arguments say the rest), so the number of tables has no limit here: a schedule's
 EventBridge caps at 8,192 characters, could name only a few hundred. The Lambda needs no VPC:
 it only calls S3, Glue and CloudWatch, where it publishes each table's ``LagSeconds`` every turn
 (``environment`` names their ``Environment`` dimension, as the merge jobs' ``--environment``
-does).
+does). A turn the schedule could not start (the function gone, its permission lost, Lambda
+refusing the invoke) lands in a dead-letter queue whose alarm pages: the lag alarms would
+otherwise be the first to notice, a freshness objective later.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from environment.config import DispatchConfig
 from environment.paths import REPO_ROOT
+from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.powertools_function import powertools_function
 
@@ -39,8 +43,18 @@ class MergeDispatcher(Construct):
         config: DispatchConfig,
         job_prefix: str,
         environment: str,
+        alarm_topic: sns.ITopic,
+        retain: bool,
     ) -> None:
+        """``retain``: keep the dead-letter queue when the stack is deleted."""
         super().__init__(scope, construct_id)
+        self.dead_letters = dead_letter_queue(
+            self,
+            "DeadLetters",
+            retain=retain,
+            what="dispatcher turns the schedule could not start",
+            alarm_topic=alarm_topic,
+        )
         self.function = powertools_function(
             self,
             package="dispatcher",
@@ -62,5 +76,9 @@ class MergeDispatcher(Construct):
             "Schedule",
             description="Start the merge jobs whose change files wait",
             schedule=events.Schedule.expression(config.schedule),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
+            targets=[
+                targets.LambdaFunction(
+                    self.function, retry_attempts=0, dead_letter_queue=self.dead_letters.queue
+                )
+            ],
         )

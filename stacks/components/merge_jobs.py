@@ -19,14 +19,18 @@ from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
 from environment.config import LakeConfig, TableConfig
-from environment.names import merge_job_prefix
+from environment.names import merge_job_prefix, resource_name
 from environment.paths import REPO_ROOT
+from stacks.components.log_storage import log_group
 
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
 # The merge job's own JVM code (jvm/merge), built by `make setup`.
 JOB_JAR = REPO_JARS / MERGE_JAR
+#: What Glue 5.0 appends to ``--custom-logGroup-prefix``: the runs' system and Spark logs, and
+#: their stdout and stderr.
+LOG_STREAMS = ("error", "output")
 # Modules the job installs (pip) at start: not in Glue 5.0's own list, at the version the
 # local job runs with.
 JOB_MODULES = ("orjson",)
@@ -95,6 +99,21 @@ class MergeJobs(Construct):
         if not JOB_JAR.is_file():
             raise MissingJars(f"{JOB_JAR} not found: run `make setup` to build it")
         self.jar = s3_assets.Asset(self, "Jar", path=str(JOB_JAR))
+
+        # The runs' logs, in log groups of this stack that expire: without a prefix Glue 5.0
+        # writes to /aws-glue/jobs/error and /output, created on first use and kept forever.
+        # Under /aws-glue/ as before: the role's log statement and the key's logs grant hold.
+        #: ``--custom-logGroup-prefix`` of every merge job.
+        self.log_group_prefix = f"/aws-glue/jobs/{resource_name(name_prefix, 'merge')}"
+        self.log_groups = {
+            stream: log_group(
+                self,
+                f"{stream.title()}Logs",
+                log_group_name=f"{self.log_group_prefix}/{stream}",
+                encryption_key=encryption_key,
+            )
+            for stream in LOG_STREAMS
+        }
 
         # Encrypted job logs, bookmarks and shuffle/temp files written to S3.
         self.security_configuration = glue.CfnSecurityConfiguration(
@@ -246,6 +265,7 @@ class MergeJobs(Construct):
                     "--extra-jars": self.jar.s3_object_url,
                     # Without orjson the parser takes its standard-library path.
                     "--additional-python-modules": pinned(JOB_MODULES),
+                    "--custom-logGroup-prefix": self.log_group_prefix,
                     "--enable-metrics": "true",
                     # Idle executors are released within a run; NumberOfWorkers is its maximum.
                     "--enable-auto-scaling": "true",
@@ -256,6 +276,9 @@ class MergeJobs(Construct):
                     "--spark-event-logs-path": assets_bucket.s3_url_for_object("spark-logs/"),
                 },
             )
+            # A run started before its log groups exist would create them, without retention,
+            # and their creation here would then fail.
+            job.node.add_dependency(*self.log_groups.values())
             self.jobs[table.name] = job
 
 

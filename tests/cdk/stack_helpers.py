@@ -282,3 +282,23 @@ def assert_reads_exactly(statements: list[dict[str, Any]], location: str) -> Non
     assert [flat(r) for r in as_list(on_bucket[0]["Resource"])] == [
         f"arn:<AWS::Partition>:s3:::{location}"
     ]
+
+
+def every_resource(synthesized: Any) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """(stack name, logical id, resource, its template) of every resource of a synth's stacks."""
+    found = []
+    for role, stack in synthesized.stacks.items():
+        template = synthesized.template(role)
+        for logical_id, resource in template["Resources"].items():
+            found.append((stack.stack_name, logical_id, resource, template))
+    return found
+
+
+def get_att_id(value: Any) -> str | None:
+    """The logical id a ``{"Fn::GetAtt": [id, ...]}`` or ``{"Ref": id}`` names, else None."""
+    if isinstance(value, dict):
+        if "Fn::GetAtt" in value:
+            return str(value["Fn::GetAtt"][0])
+        if isinstance(value.get("Ref"), str):
+            return str(value["Ref"])
+    return None

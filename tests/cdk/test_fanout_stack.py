@@ -19,6 +19,7 @@ from tests.cdk.stack_helpers import (
     assert_reads_exactly,
     flat,
     masked,
+    of_type,
     only,
     rds_ca_object,
     resources,
@@ -146,10 +147,34 @@ def test_fanout_queue_visibility_six_times_consumer_timeout(prod: dict[str, Any]
     assert timeouts == [180, 360]  # billing_webhook 30 s, order_notifications 60 s
 
 
+def _bus_dead_letters_id(template: dict[str, Any]) -> str:
+    return str(only(template, "AWS::Events::EventBus")["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0])
+
+
 def test_fanout_queues_encrypted_with_redrive(dev: dict[str, Any]) -> None:
-    queues = resources(dev, "AWS::SQS::Queue").values()
-    assert all("KmsMasterKeyId" in q for q in queues)
-    assert [q["RedrivePolicy"]["maxReceiveCount"] for q in queues if "RedrivePolicy" in q] == [5]
+    # All under the stack's key but the bus's dead letters: those are the key's own failures.
+    bus_dead_letters = _bus_dead_letters_id(dev)
+    queues = resources(dev, "AWS::SQS::Queue")
+    assert [i for i, q in queues.items() if "KmsMasterKeyId" not in q] == [bus_dead_letters]
+    assert queues[bus_dead_letters]["SqsManagedSseEnabled"] is True
+    redrives = [
+        q["RedrivePolicy"]["maxReceiveCount"] for q in queues.values() if "RedrivePolicy" in q
+    ]
+    assert redrives == [5]
+
+
+def test_fanout_bus_dead_letters_accept_only_this_bus(dev: dict[str, Any]) -> None:
+    queue_id = _bus_dead_letters_id(dev)
+    (bus_id,) = resources(dev, "AWS::Events::EventBus")
+    (policy,) = [
+        p
+        for p in resources(dev, "AWS::SQS::QueuePolicy").values()
+        if p["Queues"] == [{"Ref": queue_id}]
+    ]
+    (send,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert send["Action"] == "sqs:SendMessage"
+    assert send["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [bus_id, "Arn"]}}}
 
 
 def test_fanout_http_connection_reads_secrets_manager(prod: dict[str, Any]) -> None:
@@ -166,7 +191,8 @@ def test_fanout_alarms_on_iterator_age_and_every_dlq(prod: dict[str, Any], synth
     iterator = [a for a in alarms if a["MetricName"] == "IteratorAge"]
     assert [a["Threshold"] for a in iterator] == [synth("prod").config.fanout.iterator_age_alarm_ms]
     depth = [a for a in alarms if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
-    assert len(depth) == 1 + 2 * len(synth("prod").config.fanout.consumers)
+    # The failed records, the bus's dead letters, and each consumer's two dead-letter queues.
+    assert len(depth) == 2 + 2 * len(synth("prod").config.fanout.consumers)
 
 
 def test_fanout_no_literal_secret_in_template(prod: dict[str, Any]) -> None:
@@ -237,14 +263,15 @@ def _consumer_queues(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
-def test_fanout_retained_streams_named_by_cloudformation(synth, env: str) -> None:  # type: ignore[no-untyped-def]
-    # A retained stream outlives its stack: a fixed name would collide on the next deploy.
+def test_fanout_streams_deleted_with_their_table(synth, env: str) -> None:  # type: ignore[no-untyped-def]
+    # Changes in transit, already on the bus or in the failed-records queue: a stream kept
+    # after its table left the fan-out would bill by the hour for nothing.
     template = synth(env).template("fanout")
     streams = [r for r in template["Resources"].values() if r["Type"] == "AWS::Kinesis::Stream"]
     assert streams
-    for stream in streams:
-        assert stream["DeletionPolicy"] == "Retain"
-        assert "Name" not in stream["Properties"]
+    assert {(s["DeletionPolicy"], s["UpdateReplacePolicy"]) for s in streams} == {
+        ("Delete", "Delete")
+    }
 
 
 def test_fanout_debezium_server_routes_each_topic_to_its_stream(dev: dict[str, Any]) -> None:
@@ -296,7 +323,7 @@ def test_fanout_key_eventbridge_only_for_this_account(dev: dict[str, Any]) -> No
 
 def _dead_letter_queues(template: dict[str, Any]) -> list[dict[str, Any]]:
     """Every queue but the consumers' own: their dead letters, undelivered events, failed
-    records (the consumer queues are the ones with a redrive policy)."""
+    records, the bus's dead letters (the consumer queues are the ones with a redrive policy)."""
     return [
         q
         for q in template["Resources"].values()
@@ -309,7 +336,16 @@ def test_fanout_dead_letter_and_failed_record_queues_retained_in_prod(synth, env
     template = synth(env).template("fanout")
     queues = _dead_letter_queues(template)
     consumers = synth(env).config.fanout.consumers
-    assert len(queues) == 1 + 2 * len(consumers)
+    assert len(queues) == 2 + 2 * len(consumers)
+    assert {(q["DeletionPolicy"], q["UpdateReplacePolicy"]) for q in queues} == {(policy, policy)}
+
+
+@pytest.mark.parametrize(("env", "policy"), [("dev", "Delete"), ("prod", "Retain")])
+def test_fanout_consumer_queues_retained_in_prod(synth, env, policy) -> None:  # type: ignore[no-untyped-def]
+    # What a consumer has not read yet is data like its dead letters.
+    template = synth(env).template("fanout")
+    queues = [q for q in of_type(template, "AWS::SQS::Queue") if "RedrivePolicy" in q["Properties"]]
+    assert len(queues) == len(synth(env).config.fanout.consumers)
     assert {(q["DeletionPolicy"], q["UpdateReplacePolicy"]) for q in queues} == {(policy, policy)}
 
 
@@ -442,9 +478,9 @@ def test_fanout_every_alarm_pages_the_alarm_topic(synth) -> None:  # type: ignor
     alarms = list(resources(template, "AWS::CloudWatch::Alarm").values())
     consumers = len(dev.config.fanout.consumers)
     metrics = sorted(alarm.get("MetricName", "") for alarm in alarms)
-    # The failed records and the fan-out's lag; per consumer: its dead letters, what
-    # EventBridge did not deliver, and its oldest message.
-    assert metrics.count("ApproximateNumberOfMessagesVisible") == 1 + 2 * consumers
+    # The failed records, the bus's dead letters and the fan-out's lag; per consumer: its dead
+    # letters, what EventBridge did not deliver, and its oldest message.
+    assert metrics.count("ApproximateNumberOfMessagesVisible") == 2 + 2 * consumers
     assert metrics.count("IteratorAge") == 1
     assert metrics.count("ApproximateAgeOfOldestMessage") == consumers
     for alarm in alarms:

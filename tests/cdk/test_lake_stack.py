@@ -268,6 +268,36 @@ def test_lake_change_files_expire_after_configured_days(env: Any) -> None:
     assert expirations == [env.config.lake.change_file_expiration_days]
 
 
+def _lake_bucket_rules(env: Any) -> list[dict[str, Any]]:
+    lake = env.stacks["lake"]
+    bucket = env.template("lake")["Resources"][logical_id(env, lake.lake_bucket)]
+    return list(bucket["Properties"]["LifecycleConfiguration"]["Rules"])
+
+
+@pytest.mark.parametrize(("hours", "days"), [(1, 1), (24, 1), (25, 2), (49, 3)])
+def test_lake_noncurrent_version_days_whole_days_rounded_up(hours: int, days: int) -> None:
+    from stacks.components.lake_storage import noncurrent_version_days
+
+    assert noncurrent_version_days(hours) == days
+
+
+def test_lake_bucket_noncurrent_versions_expire_after_retain_hours(env: Any) -> None:
+    # As far back as Hudi's cleaner keeps file versions (lake.retain_hours), in whole days.
+    from stacks.components.lake_storage import noncurrent_version_days
+
+    expirations = [
+        r["NoncurrentVersionExpiration"]["NoncurrentDays"]
+        for r in _lake_bucket_rules(env)
+        if "NoncurrentVersionExpiration" in r
+    ]
+    assert expirations == [noncurrent_version_days(env.config.lake.retain_hours)]
+
+
+def test_lake_bucket_expired_delete_markers_removed(env: Any) -> None:
+    # A delete marker whose object has no version left is removed, not listed forever.
+    assert [r for r in _lake_bucket_rules(env) if r.get("ExpiredObjectDeleteMarker")]
+
+
 def test_lake_glue_database_named_from_config(env: Any) -> None:
     database = single(env.template("lake"), "AWS::Glue::Database")
     assert database["DatabaseInput"]["Name"] == env.config.lake.glue_database

@@ -371,6 +371,7 @@ def test_operations_failed_runs_alarm_topic_lets_eventbridge_publish(dev_synth) 
     assert [s for s in policy["PolicyDocument"]["Statement"] if s["Principal"] != "*"] == [
         {
             "Action": "sns:Publish",
+            "Condition": {"StringEquals": {"aws:SourceAccount": dev_synth.config.account}},
             "Effect": "Allow",
             "Principal": events_principal,
             "Resource": {"Ref": topic_id},

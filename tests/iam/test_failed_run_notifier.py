@@ -2,7 +2,11 @@
 nothing runs under a role's statements. What it needs are resource policies that let the
 ``events.amazonaws.com`` service principal in: the topic's policy and its key's policy. moto does
 not evaluate resource policies for service principals, so they are checked in the synthesized
-templates with the evaluator the gate uses; resources are named by symbolic ARNs."""
+templates with the evaluator the gate uses; resources are named by symbolic ARNs.
+
+What EventBridge's calls carry: the publish, the rule it acts for (``aws:SourceAccount``,
+``aws:SourceArn``); SNS's calls to KMS for it, the topic's ARN in the encryption context and no
+source (the SNS guide: those keys are not supported for EventBridge-to-encrypted topics)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.iam.iam_helpers import (
+    REGION,
     Resolver,
     Run,
     allowing,
@@ -28,6 +33,7 @@ pytestmark = pytest.mark.cdk
 EVENTS = "events.amazonaws.com"
 #: EventBridge publishes over TLS.
 OVER_TLS = {"aws:SecureTransport": "true"}
+TOPIC_CONTEXT = "kms:EncryptionContext:aws:sns:topicArn"
 
 
 @dataclass(frozen=True)
@@ -41,21 +47,36 @@ class Page:
     rule: str
     dead_letters: str
     dead_letter_statements: list[dict[str, Any]]
+    #: The topic's ARN as SNS names it in the encryption context (its real shape: the key's
+    #: condition is on it, not on the symbolic ARN).
+    topic_arn: str
+    account: str
+
+    def publish_context(self, **changes: str) -> dict[str, str]:
+        return {
+            **OVER_TLS,
+            "aws:SourceAccount": self.account,
+            "aws:SourceArn": self.rule,
+            **changes,
+        }
 
     def run(
         self,
         topic_statements: Sequence[Mapping[str, Any]] | None = None,
         key_statements: Sequence[Mapping[str, Any]] | None = None,
-        context: Mapping[str, str] = OVER_TLS,
+        publish_context: Mapping[str, str] | None = None,
+        key_context: Mapping[str, str] | None = None,
     ) -> Run:
         topic_statements = self.topic_statements if topic_statements is None else topic_statements
         key_statements = self.key_statements if key_statements is None else key_statements
+        publish = self.publish_context() if publish_context is None else publish_context
+        encrypt = {TOPIC_CONTEXT: self.topic_arn} if key_context is None else key_context
         calls = [
-            ("sns:Publish", self.topic, topic_statements),
-            ("kms:GenerateDataKey", self.key, key_statements),
-            ("kms:Decrypt", self.key, key_statements),
+            ("sns:Publish", self.topic, topic_statements, publish),
+            ("kms:GenerateDataKey", self.key, key_statements, encrypt),
+            ("kms:Decrypt", self.key, key_statements, encrypt),
         ]
-        granted = [bool(allowing(s, action, arn, context)) for action, arn, s in calls]
+        granted = [bool(allowing(s, action, arn, c)) for action, arn, s, c in calls]
         return Run(all(granted), [], dict(zip([c[0] for c in calls], granted, strict=True)))
 
 
@@ -98,6 +119,8 @@ def page(templates: dict[str, Any], account: str) -> Page:
             for s in resolve(service_statements(key_policy, EVENTS), stack)
         ],
         rule=str(resolve({"Fn::GetAtt": [rule_id, "Arn"]}, "operations")),
+        topic_arn=f"arn:aws:sns:{REGION}:{account}:{stack}-{topic}-1A2B3C4D5E6F",
+        account=account,
         dead_letters=str(resolve({"Fn::GetAtt": [queue, "Arn"]}, "operations")),
         dead_letter_statements=resolve(service_statements(queue_policy, EVENTS), "operations"),
     )
@@ -109,7 +132,25 @@ def test_failed_run_notifier_events_may_publish_to_encrypted_topic(page: Page) -
 
 
 def test_failed_run_notifier_publish_without_tls_denied(page: Page) -> None:
-    assert not page.run(context={"aws:SecureTransport": "false"}).detail["sns:Publish"]
+    without_tls = page.publish_context(**{"aws:SecureTransport": "false"})
+    assert not page.run(publish_context=without_tls).detail["sns:Publish"]
+
+
+def test_failed_run_notifier_other_accounts_rule_publish_denied(page: Page) -> None:
+    # Confused deputy: EventBridge acting for another account's rule.
+    other = page.publish_context(
+        **{
+            "aws:SourceAccount": "999999999999",
+            "aws:SourceArn": f"arn:aws:events:{REGION}:999999999999:rule/page-them",
+        }
+    )
+    assert not page.run(publish_context=other).detail["sns:Publish"]
+
+
+def test_failed_run_notifier_key_for_other_accounts_topic_denied(page: Page) -> None:
+    other_topic = {TOPIC_CONTEXT: f"arn:aws:sns:{REGION}:999999999999:their-topic"}
+    run = page.run(key_context=other_topic)
+    assert not (run.detail["kms:GenerateDataKey"] or run.detail["kms:Decrypt"])
 
 
 def test_failed_run_notifier_each_needed_statement_removed_denied(page: Page) -> None:
@@ -118,8 +159,8 @@ def test_failed_run_notifier_each_needed_statement_removed_denied(page: Page) ->
     assert [label(page.topic_statements[i]) for i in topic] == [
         "EventBridgeRulesPublish: sns:Publish"
     ]
-    assert [page.key_statements[i]["Principal"] for i in key] == [
-        {"Service": ["cloudwatch.amazonaws.com", "events.amazonaws.com"]}
+    assert [label(page.key_statements[i]) for i in key] == [
+        "EventBridgeRulesPublish: kms:Decrypt, kms:GenerateDataKey*"
     ]
 
 
