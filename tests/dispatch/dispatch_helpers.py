@@ -36,14 +36,41 @@ class World:
 
 @contextmanager
 def lake_on_moto() -> Iterator[World]:
-    """A fresh moto: the change and lake buckets, nothing else."""
-    import moto
+    """A fresh lake on moto in process: the change and lake buckets, no Glue job, no metric.
 
-    with moto.mock_aws():
+    moto's backends belong to the process, and an in-process moto server of another area
+    (tests/fanout's session bus) shares them; ``mock_aws`` would reset every one on start and
+    stop. Only what this area writes is made fresh: Glue and CloudWatch, and its two buckets.
+    """
+    import moto
+    from moto.cloudwatch.models import cloudwatch_backends
+    from moto.glue.models import glue_backends
+
+    mock = moto.mock_aws()
+    mock.start(reset=False)
+    try:
+        for backends in (glue_backends, cloudwatch_backends):
+            for account in list(backends.values()):
+                account.reset()
         s3 = boto3.client("s3", region_name=REGION)
+        _remove_buckets(s3)  # left by a test that stopped before its cleanup
         for bucket in (CHANGES, LAKE):
             s3.create_bucket(Bucket=bucket)
-        yield World(s3, boto3.client("glue", region_name=REGION))
+        try:
+            yield World(s3, boto3.client("glue", region_name=REGION))
+        finally:
+            _remove_buckets(s3)
+    finally:
+        mock.stop(remove_data=False)
+
+
+def _remove_buckets(s3: Any) -> None:
+    existing = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    for bucket in {CHANGES, LAKE} & existing:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for item in page.get("Contents", []):
+                s3.delete_object(Bucket=bucket, Key=item["Key"])
+        s3.delete_bucket(Bucket=bucket)
 
 
 def job_name(table: str) -> str:

@@ -137,22 +137,34 @@ def test_list_s3_folder_starts_after_the_position_and_reports_etags() -> None:
     import boto3
     import moto
 
-    with moto.mock_aws():
+    # moto's backends belong to the process and an in-process moto server of another area
+    # (tests/fanout) shares them: no reset (mock_aws resets them all on start and stop), and
+    # the bucket goes afterwards.
+    mock = moto.mock_aws()
+    mock.start(reset=False)
+    try:
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="lake")
-        prefix = f"topics/{TOPIC}/partition=0"
-        names = [f"{TOPIC}+0+{o:010d}.json" for o in range(0, 2500, 1)]
-        for name in names[:3] + names[-3:]:
-            client.put_object(Bucket="lake", Key=f"{prefix}/{name}", Body=b"{}\n")
-        client.put_object(Bucket="lake", Key=f"topics/{TOPIC}/partition=1/x.json", Body=b"x")
-        listed = list_s3_folder(f"s3a://lake/{prefix}", names[1], client=client)
-        assert [f.name for f in listed.files] == [names[2], *names[-3:]]
-        assert listed.files[0] == FileEntry(
-            f"s3a://lake/{prefix}/{names[2]}", names[2], 3, listed.files[0].tag
-        )
-        assert len(listed.files[0].tag) == 32  # the object's MD5 ETag
-        parents = list_s3_folder(f"s3://lake/topics/{TOPIC}/", None, client=client)
-        assert (parents.files, parents.folders) == ((), ("partition=0", "partition=1"))
+        try:
+            prefix = f"topics/{TOPIC}/partition=0"
+            names = [f"{TOPIC}+0+{o:010d}.json" for o in range(0, 2500, 1)]
+            for name in names[:3] + names[-3:]:
+                client.put_object(Bucket="lake", Key=f"{prefix}/{name}", Body=b"{}\n")
+            client.put_object(Bucket="lake", Key=f"topics/{TOPIC}/partition=1/x.json", Body=b"x")
+            listed = list_s3_folder(f"s3a://lake/{prefix}", names[1], client=client)
+            assert [f.name for f in listed.files] == [names[2], *names[-3:]]
+            assert listed.files[0] == FileEntry(
+                f"s3a://lake/{prefix}/{names[2]}", names[2], 3, listed.files[0].tag
+            )
+            assert len(listed.files[0].tag) == 32  # the object's MD5 ETag
+            parents = list_s3_folder(f"s3://lake/topics/{TOPIC}/", None, client=client)
+            assert (parents.files, parents.folders) == ((), ("partition=0", "partition=1"))
+        finally:
+            for item in client.list_objects_v2(Bucket="lake").get("Contents", []):
+                client.delete_object(Bucket="lake", Key=item["Key"])
+            client.delete_bucket(Bucket="lake")
+    finally:
+        mock.stop(remove_data=False)
 
 
 def test_folder_position_from_json_of_older_checkpoint_takes_defaults() -> None:
