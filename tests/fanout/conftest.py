@@ -14,8 +14,12 @@ from tests.fanout.fanout_helpers import BUCKET, BUS, REGION, ROUTES, Bus, FakeCo
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
+    from moto.core.base_backend import BackendDict
     from moto.server import ThreadedMotoServer
 
+    # The server serves this process's moto backends, which may still hold an earlier pytest
+    # session's bus (mutmut runs pytest more than once in one process): start from none.
+    BackendDict.reset()
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
