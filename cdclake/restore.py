@@ -18,7 +18,14 @@ from rich.console import Console
 from cdclake.errors import fail, one_line
 from cdclake.lake_reader import local_spark
 from cdclake.ops import AnyFileSystem, LakePlace, local_path
-from cdclake.quarantine import EnvOption, TableOption, open_table, resolve, wait_for_run
+from cdclake.quarantine import (
+    ConfigDirOption,
+    EnvOption,
+    TableOption,
+    open_table,
+    resolve,
+    wait_for_run,
+)
 from cdclake_merge.pending import TablePaths
 from cdclake_merge.recovery import (
     RestoreError,
@@ -78,6 +85,7 @@ def restore_command(
     ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="AWS: wait for the Glue run to end")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    config_dir: ConfigDirOption = None,
 ) -> None:
     """Roll a lake table back to its newest savepoint at or before --to; the next merge run
     applies again every change file after it. docs/operations.md#restore-a-lake-table."""
@@ -85,7 +93,7 @@ def restore_command(
         target = parse_restore_target(to)
     except ValueError as exc:
         fail(str(exc), 2)
-    place, glue = resolve(env, table)
+    place, glue = resolve(env, table, config_dir=config_dir)
     kept = savepoints(place)
     if list_only:
         times = [instant_time(s).isoformat(timespec="seconds") for s in kept]

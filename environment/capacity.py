@@ -3,11 +3,16 @@ the dispatcher's sizing and the cost model share."""
 
 from __future__ import annotations
 
-# vCPUs of one worker (Glue's worker types) and the merge's rate per vCPU, measured at a
-# third of what docs/reliability.md's throughput run reached (3.3 GB in 112 s on 2 vCPUs):
-# the per-run cap's defaults, so that a capped run ends well inside its timeout.
+# vCPUs of one worker (Glue's worker types) and the merge's rate per vCPU: the per-run cap's
+# defaults and the dispatcher's sizing, so that a capped run ends well inside its timeout.
+# The byte rate is the incremental one, not the first load's (14 MB/s a vCPU, an empty table,
+# bulk insert): 10,000 changes into a 3,000,000-row MERGE_ON_READ table took 20.7 s on 2
+# vCPUs (docs/reliability.md#what-a-run-costs), about 240 changes a second a vCPU; at the
+# 3.6 KB of a schema-included Debezium event (the first-load run's 1M rows in 3.6 GB) that is
+# about 0.87 MB a second a vCPU, rounded down (cdclake.cost keeps both measured figures;
+# tests/cost checks a capped run at this rate ends within half its timeout).
 WORKER_VCPUS = {"G.1X": 4, "G.2X": 8, "G.4X": 16, "G.8X": 32}
-MERGE_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
+MERGE_BYTES_PER_VCPU_SECOND = 768 * 1024
 MERGE_FILES_PER_VCPU_SECOND = 2
 RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
 FLEX_WORKER_TYPES = ("G.1X", "G.2X")  # Glue's flexible execution class takes only these

@@ -252,6 +252,11 @@ class MergeJobs(Construct):
                     "--max_files_per_run": str(job_config.files_per_run()),
                     "--max_bytes_per_run": str(job_config.bytes_per_run()),
                     "--tombstone_retention_days": str(config.tombstone_retention_days),
+                    # The table's services (cdclake_merge.recovery, hudi_options): how far back
+                    # file versions and savepoints reach, the record index sized for life.
+                    "--retain_hours": str(config.retain_hours),
+                    "--savepoint_days": str(config.savepoint_days),
+                    "--record_index_file_groups": str(table.record_index_file_groups),
                     "--environment": environment,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.

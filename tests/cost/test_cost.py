@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cdclake import cost
+from environment.capacity import WORKER_VCPUS
 from environment.config import EnvironmentConfig
 from tests.cost.cost_helpers import (
     ENVS,
@@ -265,3 +266,16 @@ def test_estimate_standard_job_priced_at_standard_rate(
     assert month.bare_schedule.usd == pytest.approx(
         month.bare_schedule.dpu_hours * cost.USD_PER_DPU_HOUR
     )
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_capped_run_at_most_workers_ends_within_half_its_timeout_at_the_incremental_rate(
+    environments: dict[str, EnvironmentConfig], env: str
+) -> None:
+    config = environments[env]
+    for table in config.lake_tables:
+        job = cost.glue_job_of(config, table)
+        vcpus = (job.number_of_workers - 1) * WORKER_VCPUS[job.worker_type]
+        events = job.bytes_per_run() / cost.BYTES_PER_EVENT
+        seconds = events / (cost.EVENTS_PER_VCPU_SECOND * vcpus)
+        assert seconds <= job.timeout_minutes * 60 * 0.5, (table.name, seconds)

@@ -80,6 +80,14 @@ def test_glue_entry_template_tombstone_retention_reaches_run(synth) -> None:  # 
     assert options.tombstone_retention_days == 7  # config/dev.yaml, not the library's 14
 
 
+def test_glue_entry_template_table_services_reach_the_sink(synth, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    module = runpy.run_path(str(ENTRY))
+    args = module["parse_arguments"](local_argv(customers, tmp_path))
+    sink = module["open_table"](args, module["merge_options"](args), None)
+    assert (sink.retain_hours, sink.savepoint_days, sink.record_index_file_groups) == (12, 3, 44)
+
+
 def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = list(MINIMAL_ARGV)
@@ -142,7 +150,7 @@ def test_glue_entry_unknown_mode_refused_before_a_session(capsys) -> None:  # ty
     argv += ["--max_bad_fraction", "0", "--mode", "replay-all"]
     assert module["main"](argv) == 2
     assert capsys.readouterr().err.strip() == (
-        "cdclake: --mode must be merge or replay, not 'replay-all'"
+        "cdclake: --mode must be one of merge, replay, restore, not 'replay-all'"
     )
 
 
@@ -174,6 +182,39 @@ def test_glue_entry_template_arguments_merge_generated_events_into_hudi(  # type
 
     exported = visible([json.loads(r) for r in rows_as_json(rows.drop(*_hoodie(rows)), ("id",))])
     assert exported == expected_rows(source)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.slow
+def test_glue_entry_restore_mode_rolls_the_table_back_to_its_savepoint(  # type: ignore[no-untyped-def]
+    spark, synth, tmp_path: Path, capsys
+) -> None:
+    from cdclake_merge.generator import GeneratorOptions, generate_files
+
+    # public.customers: the other tests here register public.orders in the shared metastore.
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    argv = local_argv(customers, tmp_path / "buckets")
+    args = dict(zip(argv[1::2], argv[2::2], strict=True))
+    first, later = tmp_path / "first", tmp_path / "later"
+    generate_files(first, GeneratorOptions(events=100, seed=3, keys=20))
+    generate_files(later, GeneratorOptions(events=100, seed=4, keys=20))
+    shutil.copytree(next((first / "topics").iterdir()), args["--changes_path"])
+    module = runpy.run_path(str(ENTRY))
+    assert module["main"](argv) == 0  # version 1, the day's savepoint
+    for path in next((later / "topics").iterdir()).rglob("*.json"):  # later offsets
+        target = Path(args["--changes_path"]) / path.parent.name / path.name.replace("+00", "+10")
+        shutil.copy(path, target)
+    assert module["main"](argv) == 0  # version 2
+    capsys.readouterr()
+
+    assert module["main"]([*argv, "--mode", "restore", "--restore_to", "latest"]) == 0
+
+    restored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cdclake_restore"]
+    assert restored == {"table": "cdclake_dev.public_customers", "version": 1}
+    root = Path(args["--warehouse_path"]) / "cdclake_dev.db" / "public_customers"
+    rows = spark.read.format("hudi").load(f"file://{root}")
+    assert rows.where("not _hoodie_is_deleted").count() == len(expected_rows(first))
 
 
 def _hoodie(frame: Any) -> list[str]:
