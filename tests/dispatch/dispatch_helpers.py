@@ -194,11 +194,14 @@ def handler_log() -> Iterator[io.StringIO]:
     from lambdas.dispatcher import handler
 
     stream = io.StringIO()
-    previous = handler.logger.logger_handler.setStream(stream)
+    # Not setStream, which flushes the stream it replaces: the logger was made in an earlier
+    # pytest session of this process (mutmut runs several), whose captured output is closed.
+    log_handler = handler.logger.logger_handler
+    previous, log_handler.stream = log_handler.stream, stream
     try:
         yield stream
     finally:
-        handler.logger.logger_handler.setStream(previous)
+        log_handler.stream = previous
 
 
 # --- the dispatcher's lag (CdcLake/LagSeconds) ---------------------------------------------------
