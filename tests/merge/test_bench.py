@@ -90,3 +90,31 @@ def test_initial_load_small_run_writes_consistent_results(repo_root: Path, tmp_p
     assert abs(run["cdclake_vs_plain_spark"] - ratio) < 0.05 * ratio
     assert run["target_met"] is (run["cdclake_vs_plain_spark"] <= 2.0)
     assert "target <= 2.0x" in printed
+
+
+def test_table_life_small_run_writes_consistent_results(repo_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "life"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(repo_root / "bench" / "table_life.py"),
+            "--runs=3",
+            "--rows=300",
+            "--changes=40",
+            "--table-type=MERGE_ON_READ",
+            f"--out={out}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((out / "table_life.json").read_text())
+    assert [run["run"] for run in figures["runs"]] == [1, 2, 3]
+    assert [read["after_run"] for read in figures["reads"]] == [3]
+    assert figures["reads"][0]["rows"] == figures["expected_rows"]
+    assert figures["targets"]["exact_rows"]["met"] is True
+    assert figures["counts"]["pending_instants"] == []
+    assert len(figures["counts"]["savepoints"]) == 1  # the day's first commit
+    assert figures["targets"]["last_runs_vs_runs_11_to_50"]["met"] is None  # too few runs

@@ -1,0 +1,240 @@
+"""A lake table's life in one process: N merge runs with table services, and what it leaves.
+
+    .venv/bin/python bench/table_life.py --runs 200 --rows 200000 --changes 2000 \\
+        --table-type MERGE_ON_READ --out /tmp/life-mor
+    .venv/bin/python bench/table_life.py --runs 150 --rows 200000 --changes 2000 \\
+        --table-type COPY_ON_WRITE --out /tmp/life-cow
+
+A table of ``--rows`` generated rows (committed by the merge's own sink), then ``--runs`` runs
+of ``--changes`` changes each through ``run_merge`` exactly as a Glue run makes them: 80 %
+updates of live keys (a tenth with a TOAST placeholder), 10 % inserts, 10 % deletes, and every
+tenth run a primary-key change (a delete and an insert). Compaction, cleaning, archival and
+the day's savepoint run as they run in production (inline, the writer's options). Every run is
+timed; a full snapshot read (the rows Athena would see) is timed after run 10 and after the
+last. Then the objects the table holds are counted: files under the table, the active and
+archived timeline, pending instants, base-file versions and log files per file group, and the
+merge's own checkpoints and tombstone sets.
+
+Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``reads``,
+``counts``, ``targets``) and prints the figures. Never asserted on time in tests
+(``tests/merge/test_bench.py`` runs it small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from merge_incremental import event, machine, make_table, timed_run, write_changes  # noqa: E402
+
+FIRST_MEASURED_RUN, LAST_BASELINE_RUN = 11, 50  # the baseline: runs 11 to 50
+TARGETS = {"last_runs_ratio": 1.25, "read_ratio": 1.25, "base_versions": 25, "log_files": 12}
+PARTITIONS = 4
+# A Hudi base file is <fileId>_<writeToken>_<instant>.parquet; a log file is
+# .<fileId>_<baseInstant>.log.<version>_<writeToken>.
+BASE_FILE = re.compile(r"^(?P<group>[0-9a-f-]+-\d+)_[^_]+_(?P<instant>\d+)\.parquet$")
+LOG_FILE = re.compile(r"^\.(?P<group>[0-9a-f-]+-\d+)_(?P<instant>\d+)\.log\.\d+_\S+$")
+
+
+class Keys:
+    """The live keys, for picking one at random and removing it in constant time."""
+
+    def __init__(self, rows: int) -> None:
+        self.live = list(range(rows))
+        self.where = {key: i for i, key in enumerate(self.live)}
+        self.next = rows
+
+    def pick(self, rng: random.Random) -> int:
+        return self.live[rng.randrange(len(self.live))]
+
+    def add(self) -> int:
+        key, self.next = self.next, self.next + 1
+        self.where[key] = len(self.live)
+        self.live.append(key)
+        return key
+
+    def remove(self, key: int) -> None:
+        i, last = self.where.pop(key), self.live.pop()
+        if last != key:
+            self.live[i], self.where[last] = last, i
+
+
+def run_changes(keys: Keys, rng: random.Random, run: int, changes: int) -> list[str]:
+    """One run's changes, in LSN order, keeping ``keys`` what the source holds after them."""
+    lines, lsn = [], 1_000_000 + run * changes * 2
+    for _ in range(changes):
+        lsn += 1
+        kind = rng.random()
+        if kind < 0.8:
+            lines.append(event("u", keys.pick(rng), lsn, toast=rng.random() < 0.1))
+        elif kind < 0.9:
+            lines.append(event("c", keys.add(), lsn))
+        elif len(keys.live) > 1:
+            key = keys.pick(rng)
+            keys.remove(key)
+            lines.append(event("d", key, lsn))
+    if run % 10 == 0:  # a primary-key change: Debezium's delete of the old key, then the new
+        old = keys.pick(rng)
+        keys.remove(old)
+        lines.append(event("d", old, lsn + 1))
+        lines.append(event("c", keys.add(), lsn + 2))
+    return lines
+
+
+def timed_read(spark: Any, root: str) -> tuple[float, int]:
+    """A full snapshot read of the live rows, as a query engine makes it; (seconds, rows)."""
+    started = time.perf_counter()
+    rows = (
+        spark.read.format("hudi")
+        .load("file://" + root)
+        .where("not _hoodie_is_deleted")
+        .select("id", "customer", "amount", "note")
+        .count()
+    )
+    return round(time.perf_counter() - started, 2), int(rows)
+
+
+def object_counts(root: Path, sidecar: Path) -> dict[str, Any]:
+    """What the table holds on storage after its life."""
+    timeline = root / ".hoodie"
+    active = [p.name for p in timeline.iterdir() if p.is_file() and not p.name.startswith(".")]
+    completed = {n.split(".")[0] for n in active if not n.endswith((".requested", ".inflight"))}
+    pending = sorted(
+        n
+        for n in active
+        if n.endswith((".requested", ".inflight")) and n.split(".")[0] not in completed
+    )
+    bases: dict[str, set[str]] = defaultdict(set)
+    logs: dict[str, int] = defaultdict(int)
+    data_files = 0
+    for path in root.rglob("*"):
+        if ".hoodie" in path.parts or not path.is_file() or path.name.endswith(".crc"):
+            continue
+        data_files += 1
+        if base := BASE_FILE.match(path.name):
+            bases[base["group"]].add(base["instant"])
+        elif log := LOG_FILE.match(path.name):
+            logs[log["group"]] += 1
+    archived = timeline / "archived"
+    return {
+        "data_files": data_files,
+        "file_groups": len(bases.keys() | logs.keys()),
+        "max_base_versions_per_group": max((len(v) for v in bases.values()), default=0),
+        "max_log_files_per_group": max(logs.values(), default=0),
+        "active_timeline_instants": len(completed),
+        "active_timeline_files": len(active),
+        "archived_files": len([p for p in archived.iterdir() if not p.name.startswith(".")])
+        if archived.is_dir()
+        else 0,
+        "pending_instants": pending,
+        "savepoints": sorted(n for n in active if n.endswith(".savepoint")),
+        "checkpoints": len(list((sidecar / "checkpoints").glob("v*.json"))),
+        "tombstone_sets": len(list((sidecar / "tombstones").glob("v*"))),
+    }
+
+
+def targets(
+    runs: list[dict[str, Any]],
+    reads: list[dict[str, Any]],
+    counts: dict[str, Any],
+    *,
+    expected_rows: int,
+    rows_read: int,
+) -> dict[str, Any]:
+    """Each of the issue's targets: its figure and whether it is met (None: too few runs)."""
+    seconds = [r["seconds"] for r in runs]
+    baseline = seconds[FIRST_MEASURED_RUN - 1 : LAST_BASELINE_RUN]
+    last = seconds[-len(baseline) :] if len(seconds) > LAST_BASELINE_RUN else []
+    run_ratio = round(statistics.mean(last) / statistics.mean(baseline), 2) if last else None
+    read_ratio = round(reads[-1]["seconds"] / reads[0]["seconds"], 2) if len(reads) > 1 else None
+    return {
+        "last_runs_vs_runs_11_to_50": {
+            "figure": run_ratio,
+            "met": None if run_ratio is None else run_ratio <= TARGETS["last_runs_ratio"],
+        },
+        "last_read_vs_first": {
+            "figure": read_ratio,
+            "met": None if read_ratio is None else read_ratio <= TARGETS["read_ratio"],
+        },
+        "no_pending_instant": {
+            "figure": counts["pending_instants"],
+            "met": not counts["pending_instants"],
+        },
+        "base_versions_per_group": {
+            "figure": counts["max_base_versions_per_group"],
+            "met": counts["max_base_versions_per_group"] <= TARGETS["base_versions"],
+        },
+        "log_files_per_group": {
+            "figure": counts["max_log_files_per_group"],
+            "met": counts["max_log_files_per_group"] <= TARGETS["log_files"],
+        },
+        "exact_rows": {"figure": rows_read, "met": rows_read == expected_rows},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--changes", type=int, default=2_000)
+    parser.add_argument(
+        "--table-type", choices=("MERGE_ON_READ", "COPY_ON_WRITE"), default="MERGE_ON_READ"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    from cdclake_merge.session import local_session
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    spark = local_session(args.out / "warehouse", app_name="table-life")
+    sink, table = make_table(spark, args.out, args.table_type, args.rows)
+    changes = args.out / "changes"
+    keys, rng = Keys(args.rows), random.Random(args.seed)
+    runs: list[dict[str, Any]] = []
+    reads: list[dict[str, Any]] = []
+    rows_read = 0
+    for run in range(1, args.runs + 1):
+        write_changes(changes, run_changes(keys, rng, run, args.changes), PARTITIONS, per_file=500)
+        timed = timed_run(spark, sink, table, changes)
+        runs.append({"run": run, "seconds": timed["seconds"], "stages": timed["stages"]})
+        print(f"run {run}: {timed['seconds']:.2f} s {timed['stages']}", flush=True)
+        if run in (10, args.runs):
+            seconds, rows_read = timed_read(spark, sink.root)
+            reads.append({"after_run": run, "seconds": seconds, "rows": rows_read})
+            print(f"read after run {run}: {seconds:.2f} s, {rows_read} rows", flush=True)
+    counts = object_counts(Path(sink.root), Path(sink.sidecar))
+    figures = {
+        "table_path": sink.root,
+        "table_type": args.table_type,
+        "expected_rows": len(keys.live),
+        "rows": args.rows,
+        "changes_per_run": args.changes,
+        "runs": runs,
+        "reads": reads,
+        "counts": counts,
+        "targets": targets(runs, reads, counts, expected_rows=len(keys.live), rows_read=rows_read),
+        "machine": machine(spark),
+        "at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+    spark.stop()
+    (args.out / "table_life.json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps({"counts": counts, "targets": figures["targets"]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
