@@ -25,19 +25,17 @@ from rich.table import Table
 
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
+from cdclake_merge.pending import pending_files
+from cdclake_merge.recovery import instant_time
 from cdclake_merge.replay import listing
 from environment.config import EnvironmentConfig
 
 COMPLETED = (".commit", ".deltacommit")
 METRIC_WINDOW = dt.timedelta(hours=3)
 ERROR_CHARS = 300  # per error of a table's row: a screen shows several
-
-
-def instant_time(instant: str) -> dt.datetime:
-    """A Hudi instant (yyyyMMddHHmmssSSS, the writer's local time zone) as UTC."""
-    local = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S")
-    millis = int(instant[14:17] or 0)
-    return local.replace(microsecond=millis * 1000).astimezone(dt.UTC)
+# A change file that has waited this share of the bucket's expiration is warned about: what
+# expires unapplied is lost from the lake.
+EXPIRY_WARNING_SHARE = 0.5
 
 
 def _iso(moment: dt.datetime | None) -> str | None:
@@ -77,6 +75,7 @@ def table_status(
     *,
     fs: Any,
     now: dt.datetime,
+    expiration_days: int,
     cloudwatch: Any = None,
     glue: Any = None,
 ) -> dict[str, Any]:
@@ -85,6 +84,7 @@ def table_status(
 
     row: dict[str, Any] = {"table": place.source_table, "lake_table": place.lake_table}
     errors: list[str] = []
+    warnings: list[str] = []
     state = TableState()
     try:
         sink = open_existing_sink(
@@ -121,8 +121,17 @@ def table_status(
         row["lag_seconds"] = round(max(now.timestamp() - newest_ms / 1000, 0.0), 1)
         row["lag_from"] = "lake"
 
+    row["oldest_waiting"] = None
     try:
-        row["pending_files"] = pending_count(fs, place.changes, state)
+        waiting = pending_files(fs, place.changes, state.positions, state.legacy_applied)
+        row["pending_files"] = len(waiting)
+        oldest = min((f.modified for f in waiting if f.modified), default=None)
+        if oldest is not None:
+            since = dt.datetime.fromtimestamp(oldest, dt.UTC)
+            row["oldest_waiting"] = _iso(since)
+            warning = expiry_warning(now - since, expiration_days)
+            if warning:
+                warnings.append(warning)
     except Exception as exc:
         errors.append(f"change files: {error_line(exc, ERROR_CHARS)}")
         row["pending_files"] = None
@@ -143,15 +152,22 @@ def table_status(
     except Exception as exc:
         errors.append(f"last run: {error_line(exc, ERROR_CHARS)}")
         row["last_run"] = None
-    row["errors"] = errors
+    row["errors"], row["warnings"] = errors, warnings
     return row
 
 
-def pending_count(fs: Any, changes: str, state: Any) -> int:
-    """How many change files wait for the table: the merge's own listing (as the dispatcher's)."""
-    from cdclake_merge.pending import pending_files
-
-    return len(pending_files(fs, changes, state.positions, state.legacy_applied))
+def expiry_warning(waited: dt.timedelta, expiration_days: int) -> str | None:
+    """A warning when the oldest waiting change file nears its expiration, else None."""
+    limit = dt.timedelta(days=expiration_days)
+    if waited < limit * EXPIRY_WARNING_SHARE:
+        return None
+    left = max(limit - waited, dt.timedelta(0))
+    return (
+        f"the oldest change file has waited {waited.days} of the {expiration_days} days the "
+        f"bucket keeps it: {'it has expired' if not left else f'it expires in {left.days} days'} "
+        "and its changes are lost to the lake; find why the table does not merge "
+        "(cdclake dispatch --dry-run, the job's last run)"
+    )
 
 
 def local_last_run(fs: Any, place: LakePlace, state: Any) -> dict[str, Any] | None:
@@ -238,7 +254,14 @@ def collect(
         # The local stack's moto answers CloudWatch too: what `cdclake merge --env local`
         # publishes there is read back the same way.
         tables.append(
-            table_status(place, fs=fs, now=moment, cloudwatch=aws_client("cloudwatch"), glue=glue)
+            table_status(
+                place,
+                fs=fs,
+                now=moment,
+                expiration_days=config.lake.change_file_expiration_days,
+                cloudwatch=aws_client("cloudwatch"),
+                glue=glue,
+            )
         )
     try:
         connectors = (
@@ -280,6 +303,8 @@ def render(screen: dict[str, Any], console: Console) -> None:
     for row in screen["tables"]:
         for error in row.get("errors", []):
             console.print(f"[yellow]{row['table']}[/yellow]: {error}", highlight=False)
+        for warning in row.get("warnings", []):
+            console.print(f"[red]{row['table']}[/red]: {warning}", highlight=False)
     connectors = screen["connectors"]
     if "error" in connectors:
         console.print(f"connectors: {connectors['error']}", highlight=False)

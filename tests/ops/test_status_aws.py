@@ -34,6 +34,11 @@ def test_status_aws_pending_files_listed_after_the_commit(screen: dict[str, Any]
     assert _orders(screen)["pending_files"] == 1
 
 
+def test_status_aws_fresh_waiting_file_dated_without_warning(screen: dict[str, Any]) -> None:
+    row = _orders(screen)
+    assert row["oldest_waiting"] is not None and row["warnings"] == []
+
+
 def test_status_aws_quarantined_line_counted(screen: dict[str, Any]) -> None:
     assert _orders(screen)["quarantined_lines"] == 1
 

@@ -122,6 +122,10 @@ def hudi_options(
         # (docs/reliability.md); Athena, Trino and Spark read it, and Iceberg writes it by
         # default since 1.4.
         "hoodie.parquet.compression.codec": "zstd",
+        # Instant times in UTC wherever the writer runs (Hudi's default is the writer's zone):
+        # savepoints, restores and `cdclake status` read them as UTC. Set when a table is
+        # created; Glue's zone is UTC, so tables written there read the same either way.
+        "hoodie.table.timeline.timezone": "UTC",
     }
     if partition_fields:
         # A row whose partition value changes moves instead of being duplicated. Only for
