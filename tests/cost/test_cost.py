@@ -168,8 +168,9 @@ def test_cost_cli_bad_option_one_line(option: str, value: str, says: str) -> Non
     assert result.returncode == 2
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def prod_report(environments: dict[str, EnvironmentConfig]) -> dict[str, Any]:
+    # Made for each test (cheap): mutmut credits a call to the test whose setup made it.
     return cost.report(environments["prod"]).as_dict()
 
 

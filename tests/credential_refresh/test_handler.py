@@ -3,7 +3,10 @@ against them). moto has no MSK Connect, so the calls themselves are not executed
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import boto3
 import pytest
@@ -281,3 +284,82 @@ def test_credential_refresh_handler_nothing_configured_restarts_nothing(
         "detail": {"eventName": "RotationSucceeded"},
     }
     assert handler(event, Context()) == {"connectors": 0, "services": 0}
+
+
+@contextmanager
+def refresh_log() -> Iterator[list[dict[str, object]]]:
+    """The handler's log lines (Powertools JSON) written meanwhile, parsed when the block ends."""
+    from lambdas.credential_refresh import handler
+
+    stream, lines = io.StringIO(), []
+    log_handler = handler.logger.logger_handler
+    previous, log_handler.stream = log_handler.stream, stream  # setStream would flush the old
+    try:
+        yield lines
+    finally:
+        log_handler.stream = previous
+        lines += [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def _said(lines: list[dict[str, object]], *fields: str) -> list[tuple[object, ...]]:
+    return [(line["level"], line["message"], *(line.get(f) for f in fields)) for line in lines]
+
+
+def test_credential_refresh_logs_each_restart(kafkaconnect: tuple[object, Stubber]) -> None:
+    client, stub = kafkaconnect
+    _restart_responses(stub, "cdclake-dev-debezium-source")
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub, refresh_log() as lines:
+        ecs_stub.add_response("update_service", {}, {**SERVICE, "forceNewDeployment": True})
+        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z")
+    # ("service" is Powertools' own key: the cluster names the redeployed service here.)
+    assert _said(lines, "connector", "cluster") == [
+        (
+            "INFO",
+            "connector restarted for the rotated password",
+            "cdclake-dev-debezium-source",
+            None,
+        ),
+        ("INFO", "service redeployed for the rotated password", None, "fanout"),
+    ]
+
+
+def test_credential_refresh_logs_an_absent_connector_as_a_warning(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    name = "cdclake-dev-s3-sink"
+    stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": name})
+    with refresh_log() as lines:
+        refresh(client, None, [name], [], "2026-11-23T09:00:00Z")
+    assert _said(lines, "connector") == [
+        ("WARNING", "connector not found, nothing to restart", name)
+    ]
+
+
+def test_credential_refresh_logs_each_failure_as_an_error(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    stub.add_client_error("list_connectors", "AccessDeniedException", "not allowed")
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub, refresh_log() as lines, pytest.raises(RefreshFailed):
+        ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
+        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z")
+    assert _said(lines, "cluster") == [
+        ("ERROR", "connectors not listed", None),
+        ("ERROR", "service not redeployed", "fanout"),
+    ]
+
+
+def test_credential_refresh_logs_a_refused_restart_naming_the_connector(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    name = "cdclake-dev-debezium-source"
+    summary = _summary(name, "RUNNING", "1")
+    stub.add_response("list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name})
+    stub.add_client_error("describe_connector", "ConflictException", "connector is updating")
+    with refresh_log() as lines, pytest.raises(RefreshFailed):
+        refresh(client, None, [name], [], "2026-11-23T09:00:00Z")
+    assert _said(lines, "connector") == [("ERROR", "connector not restarted", name)]
