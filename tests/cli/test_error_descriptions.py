@@ -153,6 +153,13 @@ def test_run_exit_code_passed_on() -> None:
     assert errors.run(exits, []) == 3
 
 
+def test_run_exit_without_a_code_is_success() -> None:
+    def exits(*, args: list[str], prog_name: str) -> None:
+        raise SystemExit(None)
+
+    assert errors.run(exits, []) == 0
+
+
 def test_run_command_that_returns_exits_zero() -> None:
     seen: list[tuple[list[str], str]] = []
 
@@ -220,8 +227,11 @@ def test_error_boundary_connect_timeout_is_cannot_reach() -> None:
     endpoint = "https://glue.eu-west-1.amazonaws.com/"
     described = describe(ConnectTimeoutError(endpoint_url=endpoint))
     assert described is not None
-    assert described[0].startswith(f"cannot reach {endpoint}: check the network")
-    assert described[1] == 1
+    assert described == (
+        f"cannot reach {endpoint}: check the network, a proxy or the region (AWS_REGION), "
+        "then run it again",
+        1,
+    )
 
 
 def test_error_boundary_unexpected_error_one_line_with_debug_hint(

@@ -92,7 +92,7 @@ def test_decision_json_has_every_field() -> None:
         watermark=1_764_288_000.0,
         workers=3,
     )
-    assert decision.as_json(now=1_764_288_090.04) == {
+    assert decision.as_json(now=1_764_288_090.24) == {
         "table": ORDERS,
         "start": True,
         "reason": "1 change files wait",
@@ -102,7 +102,7 @@ def test_decision_json_has_every_field() -> None:
         "run_id": "jr_1",
         "failed": False,
         "workers": 3,
-        "lag_seconds": 90.0,
+        "lag_seconds": 90.2,
     }
 
 

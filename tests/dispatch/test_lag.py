@@ -188,3 +188,13 @@ def test_dispatcher_lag_stamped_with_the_turn_time(world: World) -> None:
     turn = decision.oldest_pending - 3 * 86_400  # days before now: found only where stamped
     assert publish_lag(ENVIRONMENT, [decision], cloudwatch=_cloudwatch(), now=turn)
     assert lag_values(ENVIRONMENT, ORDERS, around=turn) == [0.0]
+
+
+def test_dispatcher_lag_local_cli_stamped_with_its_time(world: World) -> None:
+    from cdclake.dispatch import publish_local_lag
+
+    put_change_file(world, ORDERS, 0)
+    decisions = list(_decide(world, ORDERS).values())
+    turn = time.time() - 3 * 86_400  # days before now: found only where stamped
+    publish_local_lag("local", decisions, turn)
+    assert lag_values("local", ORDERS, around=turn) == [0.0]  # the file was not written yet
