@@ -274,3 +274,35 @@ def test_error_boundary_spark_driver_gone_is_not_a_stopped_stack() -> None:
         described = describe(exc)
     assert described is not None
     assert described[0].startswith("the Spark driver (the JVM this command started) stopped")
+
+
+def test_describe_looping_exception_chain_ends() -> None:
+    first, second = RuntimeError("first"), ValueError("second")
+    first.__context__, second.__context__ = second, first  # raised while handling each other
+    assert describe(first) is None
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("pg8000.exceptions", "InterfaceError"),
+        ("requests.exceptions", "ConnectionError"),
+        ("urllib3.exceptions", "NewConnectionError"),
+    ],
+)
+def test_describe_client_library_refused_on_loopback_without_os_error_is_the_stopped_stack(
+    module: str, name: str
+) -> None:
+    import importlib
+
+    error_type = getattr(importlib.import_module(module), name)
+    # As the library raises it, with no OS error chained beneath: its words alone decide.
+    exc = error_type.__new__(error_type)
+    Exception.__init__(exc, "Can't create a connection to host 127.0.0.1 and port 9")
+    assert describe(exc) == (errors.LOCAL_STACK_HELP, 1)
+
+
+def test_describe_client_library_error_elsewhere_is_left_to_the_traceback() -> None:
+    from pg8000.exceptions import InterfaceError
+
+    assert describe(InterfaceError("Can't create a connection to host db.example.com")) is None
