@@ -1,9 +1,11 @@
 """Helpers of the replication bootstrap tests: the server settings Aurora's logical replication
-turns on, the application's schema, one scratch database per test, and Lambda's context."""
+turns on, the application's schema, one scratch database per test, Lambda's context, and
+what a pgoutput slot reads."""
 
 from __future__ import annotations
 
 import importlib.util
+import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,3 +283,32 @@ def start_tls_server(folder: Path) -> TlsServer:
 
     processes.wait_for("PostgreSQL with TLS", accepts_connections, timeout=60, proc=proc)
     return TlsServer(port=port, socket=socket, ca_bundle=str(ca), password=password, proc=proc)
+
+
+def changes(conn: Connection, slot: str, publication: str) -> list[tuple[str, str]]:
+    """Consume a pgoutput slot: (operation, schema.table) for each I/U/D/T message."""
+    rows = conn.run(
+        "SELECT data FROM pg_logical_slot_get_binary_changes("
+        ":slot, NULL, NULL, 'proto_version', '1', 'publication_names', :pub)",
+        slot=slot,
+        pub=publication,
+    )
+    relations: dict[int, str] = {}
+    seen: list[tuple[str, str]] = []
+    for (data,) in rows:
+        kind = chr(data[0])
+        if kind == "R":
+            (oid,) = struct.unpack_from(">I", data, 1)
+            namespace, relname = data[5:].split(b"\0")[:2]
+            relations[oid] = f"{namespace.decode()}.{relname.decode()}"
+        elif kind in "IUD":
+            (oid,) = struct.unpack_from(">I", data, 1)
+            seen.append((kind, relations[oid]))
+            if kind == "U" and chr(data[5]) == "O":
+                seen.append(("old-row", relations[oid]))
+        elif kind == "T":
+            (count,) = struct.unpack_from(">I", data, 1)
+            for i in range(count):
+                (oid,) = struct.unpack_from(">I", data, 6 + 4 * i)
+                seen.append(("T", relations[oid]))
+    return seen

@@ -68,7 +68,7 @@ def database(
 ) -> Iterator[Database]:
     """A scratch database, which the bootstrap handler reaches in place of Aurora: its secrets
     and its connections (over the server's unix socket, without TLS; the handler's own
-    ``connect`` is tested against a TLS server in test_replication_bootstrap)."""
+    ``connect`` is tested against a TLS server in test_tls)."""
     from lambdas.bootstrap import handler
 
     db = Database(socket_path, admin)

@@ -1,61 +1,21 @@
-"""The replication bootstrap against a real PostgreSQL with wal_level=logical."""
+"""The replication bootstrap against a real PostgreSQL with wal_level=logical: the role, the
+tables' rights and replica identities, the publication, and deletion."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
-import ssl
-import struct
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pg8000.native import Connection, DatabaseError, InterfaceError
+from pg8000.native import DatabaseError, InterfaceError
 
 from lambdas.bootstrap import handler
 from lambdas.bootstrap.sql import TableSpec
-from tests.bootstrap.bootstrap_helpers import (
-    CONTEXT,
-    FANOUT,
-    FANOUT_SIGNAL,
-    LAKE,
-    LAKE_SIGNAL,
-    Database,
-    TlsServer,
-    load_handler,
-)
+from tests.bootstrap.bootstrap_helpers import CONTEXT, Database, changes, load_handler
 
 pytestmark = pytest.mark.postgres
-
-
-def changes(conn: Connection, slot: str, publication: str) -> list[tuple[str, str]]:
-    """Consume a pgoutput slot: (operation, schema.table) for each I/U/D/T message."""
-    rows = conn.run(
-        "SELECT data FROM pg_logical_slot_get_binary_changes("
-        ":slot, NULL, NULL, 'proto_version', '1', 'publication_names', :pub)",
-        slot=slot,
-        pub=publication,
-    )
-    relations: dict[int, str] = {}
-    seen: list[tuple[str, str]] = []
-    for (data,) in rows:
-        kind = chr(data[0])
-        if kind == "R":
-            (oid,) = struct.unpack_from(">I", data, 1)
-            namespace, relname = data[5:].split(b"\0")[:2]
-            relations[oid] = f"{namespace.decode()}.{relname.decode()}"
-        elif kind in "IUD":
-            (oid,) = struct.unpack_from(">I", data, 1)
-            seen.append((kind, relations[oid]))
-            if kind == "U" and chr(data[5]) == "O":
-                seen.append(("old-row", relations[oid]))
-        elif kind == "T":
-            (count,) = struct.unpack_from(">I", data, 1)
-            for i in range(count):
-                (oid,) = struct.unpack_from(">I", data, 6 + 4 * i)
-                seen.append(("T", relations[oid]))
-    return seen
 
 
 def catalog_state(db: Database) -> dict[str, Any]:
@@ -82,13 +42,6 @@ def catalog_state(db: Database) -> dict[str, Any]:
             "SELECT prrelid::regclass::text, xmin::text FROM pg_publication_rel ORDER BY 1"
         ),
     }
-
-
-AWS_TEST_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 
 
 def test_bootstrap_fresh_database_creates_role_tables_and_publication(database: Database) -> None:
@@ -342,53 +295,6 @@ def test_on_event_update_after_rotation_logs_neither_password(
     assert text and leaked == []
 
 
-def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:
-    return {
-        "Tables": json.dumps(tables),
-        "Database": database.name,
-        "MasterSecretArn": "master",
-        "Publication": database.publication,
-        "SignalTable": "cdclake.debezium_signal",
-    }
-
-
-def _signals(database: Database) -> list[Any]:
-    return database.signals(LAKE_SIGNAL)
-
-
-def test_snapshot_signal_update_signals_added_published_tables(database: Database) -> None:
-    tables = [*database.spec().tables, TableSpec("public.not_migrated_yet")]
-    handler.create(database.props(database.spec(tables)))
-    old = _signal_props(database, ["public.customers"])
-    new = _signal_props(database, ["public.customers", "public.orders", "public.not_migrated_yet"])
-
-    response = handler.signal_new_tables(new, old)
-
-    assert response["Data"]["SignalledTables"] == "public.orders"
-    assert _signals(database) == [
-        ("execute-snapshot", {"data-collections": ["public.orders"], "type": "incremental"})
-    ]
-
-
-def test_snapshot_signal_update_without_added_tables_signals_nothing(database: Database) -> None:
-    handler.create(database.props(database.spec()))
-    props = _signal_props(database, ["public.customers", "public.orders"])
-
-    handler.signal_new_tables(props, props)
-
-    assert _signals(database) == []
-
-
-def test_snapshot_signal_create_touches_no_database() -> None:
-    # The first deploy's initial snapshot reads every table; no credentials are even read.
-    event = {
-        "RequestType": "Create",
-        "ResourceType": handler.SNAPSHOT_SIGNAL,
-        "ResourceProperties": {"Tables": "[]"},
-    }
-    assert handler.on_event(event, CONTEXT) == {"PhysicalResourceId": "snapshot-signal"}
-
-
 def test_bootstrap_rds_replication_role_granted_when_present(database: Database) -> None:
     # Aurora has a NOLOGIN role rds_replication and no REPLICATION attribute for its master user.
     database.admin.run("CREATE ROLE rds_replication NOLOGIN")
@@ -451,256 +357,3 @@ def test_on_event_physical_id_names_database_and_publication(database: Database)
     response = handler.create(props)
     assert response["PhysicalResourceId"] == f"{database.name}/{database.publication}"
     assert json.loads(props["Spec"])["publication"] == database.publication
-
-
-def _late_props(database: Database, *late: TableSpec) -> dict[str, Any]:
-    """Props whose spec adds ``late`` tables the application has not created yet."""
-    return database.props(database.spec([*database.spec().tables, *late]))
-
-
-def test_reconcile_table_created_after_deploy_signalled_to_each_capture(
-    database: Database,
-) -> None:
-    props = _late_props(
-        database,
-        TableSpec("public.late_both", "DEFAULT", (LAKE_SIGNAL, FANOUT_SIGNAL)),
-        TableSpec("public.late_lake", "DEFAULT", LAKE),
-        TableSpec("public.late_fanout", "DEFAULT", FANOUT),
-    )
-    handler.create(props)
-    for name in ("late_both", "late_lake", "late_fanout"):
-        # The application's migration, and rows pgoutput never published.
-        database.owner.run(f"CREATE TABLE public.{name} (id bigint PRIMARY KEY)")
-        database.owner.run(f"INSERT INTO public.{name} VALUES (1)")
-
-    response = handler.reconcile(props)
-
-    assert response["Data"]["SignalledTables"] == (
-        "public.late_both,public.late_lake,public.late_fanout"
-    )
-    assert database.signals(LAKE_SIGNAL) == [
-        (
-            "execute-snapshot",
-            {
-                "data-collections": ["public.late_both", "public.late_lake"],
-                "type": "incremental",
-            },
-        )
-    ]
-    assert database.signals(FANOUT_SIGNAL) == [
-        (
-            "execute-snapshot",
-            {
-                "data-collections": ["public.late_both", "public.late_fanout"],
-                "type": "incremental",
-            },
-        )
-    ]
-
-
-def test_reconcile_signal_follows_publication_change_on_the_slot(database: Database) -> None:
-    # What a capture reads from its slot: the table joins, then the signal row arrives.
-    props = _late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE))
-    handler.create(props)
-    repl = database.connect_as(
-        database.replication_user, database.secrets["replication"]["password"]
-    )
-    repl.run("SELECT pg_create_logical_replication_slot('cdclake_msk', 'pgoutput')")
-    database.owner.run("CREATE TABLE public.shipments (id bigint PRIMARY KEY)")
-    database.owner.run("INSERT INTO public.shipments VALUES (1)")
-
-    handler.reconcile(props)
-
-    seen = changes(repl, "cdclake_msk", database.publication)
-    repl.close()
-    assert ("I", LAKE_SIGNAL) in seen
-    assert ("I", FANOUT_SIGNAL) not in seen
-    assert ("I", "public.shipments") not in seen  # the row before joining: only a snapshot reads it
-
-
-def test_reconcile_without_joined_tables_signals_nothing(database: Database) -> None:
-    props = database.props(database.spec())
-    handler.create(props)
-
-    response = handler.reconcile(props)
-
-    assert response["Data"]["SignalledTables"] == ""
-    assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
-
-
-def test_reconcile_first_run_signals_nothing(database: Database) -> None:
-    # A new publication comes before any slot: the connectors' initial snapshot reads it all.
-    props = database.props(database.spec())
-
-    response = handler.reconcile(props)
-
-    assert response["Data"]["SignalledTables"] == ""
-    assert database.signals(LAKE_SIGNAL) == [] and database.signals(FANOUT_SIGNAL) == []
-
-
-def test_update_adding_table_leaves_signal_to_snapshot_signal_resource(database: Database) -> None:
-    # On a deploy the connectors may not include the table yet: Custom::SnapshotSignal signals.
-    first = database.props(database.spec())
-    handler.create(first)
-
-    handler.update(_late_props(database, TableSpec("public.shipments", "DEFAULT", LAKE)), first)
-
-    assert database.signals(LAKE_SIGNAL) == []
-
-
-def test_on_event_reconcile_runs_bootstrap_properties_from_environment(
-    database: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    props = _late_props(database, TableSpec("public.late_table", "DEFAULT", LAKE))
-    handler.create(props)
-    database.owner.run("CREATE TABLE public.late_table (id bigint PRIMARY KEY)")
-    monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
-
-    response = handler.on_event({"RequestType": "Reconcile"}, CONTEXT)
-
-    assert response["Data"]["SignalledTables"] == "public.late_table"
-
-
-def test_spec_previous_deploy_single_signal_table_still_read() -> None:
-    # A rollback replays the previous deploy's properties against the new code.
-    from lambdas.bootstrap.sql import BootstrapSpec
-
-    spec = BootstrapSpec.from_dict(
-        {
-            "replication_user": "r",
-            "publication": "p",
-            "heartbeat_table": "cdclake.heartbeat",
-            "signal_table": LAKE_SIGNAL,
-            "tables": [{"name": "public.orders"}],
-        }
-    )
-
-    assert spec.signal_tables == (LAKE_SIGNAL,)
-    assert spec.tables[0].signal_tables == ()
-
-
-def test_tls_context_bundle_verifies_certificate_and_host_name(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # tests/conftest.py writes a self-made CA standing in for the RDS bundle.
-    monkeypatch.setenv("RDS_CA_BUNDLE", os.environ["CDCLAKE_RDS_CA_BUNDLE"])
-    monkeypatch.delenv("DATABASE_TLS_VERIFY", raising=False)
-
-    context = handler.tls_context()
-
-    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
-    subjects = [cert["subject"] for cert in context.get_ca_certs()]
-    assert subjects == [((("commonName", "cdc-lake test RDS CA"),),)]
-
-
-def test_handler_create_over_tls_with_secrets_manager_bootstraps(
-    tls_server: TlsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The handler's own read_secret and connect: secrets from (moto's) Secrets Manager, the
-    # database over TCP with TLS, its certificate verified against the bundle.
-    import boto3
-    import moto
-
-    monkeypatch.setenv("RDS_CA_BUNDLE", tls_server.ca_bundle)
-    monkeypatch.setenv("METRICS_ENVIRONMENT", "test")
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
-    admin = Connection(user="postgres", unix_sock=tls_server.socket, database="postgres")
-    database = Database(tls_server.socket, admin)
-    endpoint = {"host": "127.0.0.1", "port": tls_server.port}
-    master = {**database.secrets["master"], **endpoint, "password": tls_server.password}
-    replication = {**database.secrets["replication"], **endpoint}
-    try:
-        with moto.mock_aws():
-            secrets = boto3.client("secretsmanager")
-            arns = {
-                name: secrets.create_secret(
-                    Name=f"{database.name}-{name}", SecretString=json.dumps(value)
-                )["ARN"]
-                for name, value in (("master", master), ("replication", replication))
-            }
-            props = {
-                **database.props(database.spec()),
-                "MasterSecretArn": arns["master"],
-                "ReplicationSecretArn": arns["replication"],
-            }
-            result = handler.create(props)
-        in_database = database.owner.run(
-            "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
-            p=database.publication,
-        )
-        published = set(result["Data"]["PublishedTables"].split(","))
-        assert published == {name for (name,) in in_database}
-        assert {t.name for t in database.spec().tables} <= published
-        # The role it made logs in over TLS with the replication secret's password.
-        conn = handler.connect(replication, database.name)
-        try:
-            assert conn.run("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == [[True]]
-        finally:
-            conn.close()
-    finally:
-        database.close()
-        admin.close()
-
-
-def test_connect_certificate_of_another_ca_refused(
-    tls_server: TlsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # tests/conftest.py's stand-in RDS bundle did not sign this server's certificate.
-    monkeypatch.setenv("RDS_CA_BUNDLE", os.environ["CDCLAKE_RDS_CA_BUNDLE"])
-    secret = {
-        "username": "postgres",
-        "password": tls_server.password,
-        "host": "127.0.0.1",
-        "port": tls_server.port,
-    }
-
-    with pytest.raises(ssl.SSLCertVerificationError, match="certificate verify failed"):
-        handler.connect(secret, "postgres")
-
-
-def test_tls_context_without_bundle_or_opt_out_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("RDS_CA_BUNDLE", raising=False)
-    monkeypatch.delenv("DATABASE_TLS_VERIFY", raising=False)
-
-    with pytest.raises(RuntimeError, match="RDS_CA_BUNDLE"):
-        handler.tls_context()
-
-
-def test_tls_context_explicit_opt_out_encrypts_unverified(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("RDS_CA_BUNDLE", raising=False)
-    monkeypatch.setenv("DATABASE_TLS_VERIFY", "false")
-
-    context = handler.tls_context()
-
-    assert context.verify_mode == ssl.CERT_NONE
-
-
-def test_on_event_reconcile_publishes_late_table_and_restores_replica_identity(
-    database: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tables = [*database.spec().tables, TableSpec("public.late_full", "FULL", LAKE)]
-    props = database.props(database.spec(tables))
-    handler.create(props)
-    # After the deploy: the migration creates the table; another one resets an identity.
-    database.owner.run("CREATE TABLE public.late_full (id bigint PRIMARY KEY, note text)")
-    database.owner.run("ALTER TABLE public.customers REPLICA IDENTITY DEFAULT")
-    monkeypatch.setenv("BOOTSTRAP_PROPERTIES", json.dumps(props))
-
-    handler.on_event({"RequestType": "Reconcile"}, CONTEXT)
-
-    published = database.owner.run(
-        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
-        p=database.publication,
-    )
-    assert "public.late_full" in {r[0] for r in published}
-    identities = dict(
-        database.owner.run(
-            "SELECT relname, relreplident::text FROM pg_class "
-            "WHERE relname IN ('customers', 'late_full') AND relkind = 'r'"
-        )
-    )
-    assert identities == {"customers": "f", "late_full": "f"}
-    assert database.owner.run(
-        "SELECT has_table_privilege(:u, 'public.late_full', 'SELECT')", u=database.replication_user
-    ) == [[True]]

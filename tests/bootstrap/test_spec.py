@@ -13,6 +13,7 @@ from environment.config import load_config
 from environment.paths import CONFIG_DIR
 from environment.replication import bootstrap_spec
 from lambdas.bootstrap.sql import BootstrapSpec, TableSpec, qualified
+from tests.bootstrap.bootstrap_helpers import LAKE_SIGNAL
 
 SPEC = BootstrapSpec(
     replication_user="replicator",
@@ -130,3 +131,19 @@ def test_bootstrap_spec_of_config_keeps_drop_objects_on_delete(tmp_path: Path) -
     path = tmp_path / "dropping.yaml"
     path.write_text(yaml.safe_dump(raw))
     assert bootstrap_spec(load_config(path=path))["drop_objects_on_delete"] is True
+
+
+def test_spec_previous_deploy_single_signal_table_still_read() -> None:
+    # A rollback replays the previous deploy's properties against the new code.
+    spec = BootstrapSpec.from_dict(
+        {
+            "replication_user": "r",
+            "publication": "p",
+            "heartbeat_table": "cdclake.heartbeat",
+            "signal_table": LAKE_SIGNAL,
+            "tables": [{"name": "public.orders"}],
+        }
+    )
+
+    assert spec.signal_tables == (LAKE_SIGNAL,)
+    assert spec.tables[0].signal_tables == ()
