@@ -155,6 +155,11 @@ def merge(
             "retain_hours": lake.retain_hours,
             "savepoint_days": lake.savepoint_days,
             "record_index_file_groups": config.lake_table(source_table).record_index_file_groups,
+            **(
+                {"compaction_io_mb": lake.glue_job_of(spec).compaction_io_mb()}
+                if (spec := config.lake_table(source_table)).hudi_table_type == "MERGE_ON_READ"
+                else {}
+            ),
         }
     if changes is None or warehouse is None or not key:
         fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)

@@ -15,6 +15,13 @@ WORKER_VCPUS = {"G.1X": 4, "G.2X": 8, "G.4X": 16, "G.8X": 32}
 MERGE_BYTES_PER_VCPU_SECOND = 768 * 1024
 MERGE_FILES_PER_VCPU_SECOND = 2
 RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
+# A MERGE_ON_READ run compacts inline when due (every 5 delta commits). Its compaction plan is
+# bounded by Hudi's own IO budget (hoodie.compaction.target.io, the file groups with the most
+# log data first; the rest wait for the next plan), sized to this share of the timeout at the
+# rate a run rewrites files: a third of the first load's measured write (14 MB/s a vCPU). With
+# the merge's half, a capped run that compacts still ends inside its timeout.
+COMPACTION_TIMEOUT_SHARE = 0.25
+COMPACTION_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
 FLEX_WORKER_TYPES = ("G.1X", "G.2X")  # Glue's flexible execution class takes only these
 
 # Glue's default quota of concurrent job runs per account; the dispatcher stays below it.

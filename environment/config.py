@@ -25,6 +25,8 @@ from pydantic import (
 )
 
 from environment.capacity import (
+    COMPACTION_BYTES_PER_VCPU_SECOND,
+    COMPACTION_TIMEOUT_SHARE,
     DEFAULT_EXPECTED_ROWS,
     FLEX_WORKER_TYPES,
     GLUE_CONCURRENT_RUNS_QUOTA,
@@ -344,6 +346,14 @@ class GlueJobConfig(_Model):
         if self.max_bytes_per_run is not None:
             return int(self.max_bytes_per_run)
         return max((self.number_of_workers - 1) * self.bytes_per_executor(), 1)
+
+    def compaction_io_mb(self) -> int:
+        """A MERGE_ON_READ compaction's IO budget (MB read and written), what the executors
+        rewrite in a quarter of the timeout: Hudi compacts the file groups with the most log
+        data first up to it and leaves the rest to the next plan."""
+        seconds = self.timeout_minutes * 60 * COMPACTION_TIMEOUT_SHARE
+        vcpus = (self.number_of_workers - 1) * WORKER_VCPUS[self.worker_type]
+        return max(int(vcpus * seconds * COMPACTION_BYTES_PER_VCPU_SECOND / 1024**2), 1)
 
 
 class DispatchConfig(_Model):

@@ -19,6 +19,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
     --record_index_file_groups 10 (from the table's expected_rows; used when the table is first
                                   written)
+    --compaction_target_io_mb MB  (MERGE_ON_READ: a compaction's IO budget, a quarter of the
+                                  timeout's worth; default Hudi's)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -53,6 +55,7 @@ ARGUMENTS = (
     "retain_hours",
     "savepoint_days",
     "record_index_file_groups",
+    "compaction_target_io_mb",
 )
 MODES = ("merge", "replay", "restore")
 # Without --environment the run publishes no metrics (a run by hand).
@@ -72,6 +75,7 @@ OPTIONAL = {
     "retain_hours": "",
     "savepoint_days": "",
     "record_index_file_groups": "",
+    "compaction_target_io_mb": "",
 }
 
 
@@ -151,6 +155,9 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
         for name in ("retain_hours", "savepoint_days", "record_index_file_groups")
         if (number := _positive(args, name)) is not None
     }
+    budget = _positive(args, "compaction_target_io_mb")
+    if budget is not None:
+        services["compaction_io_mb"] = budget
     return open_sink(
         warehouse=args["warehouse_path"],
         table=options.table,

@@ -257,6 +257,12 @@ class MergeJobs(Construct):
                     "--retain_hours": str(config.retain_hours),
                     "--savepoint_days": str(config.savepoint_days),
                     "--record_index_file_groups": str(table.record_index_file_groups),
+                    # A compaction's share of the run: with the merge's half, inside the timeout.
+                    **(
+                        {"--compaction_target_io_mb": str(job_config.compaction_io_mb())}
+                        if table.hudi_table_type == "MERGE_ON_READ"
+                        else {}
+                    ),
                     "--environment": environment,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.

@@ -466,3 +466,20 @@ def test_lake_glue_job_run_caps_and_dispatch_bounds_follow_the_tables_workers(en
         assert args["--max_files_per_run"] == str(job_config.files_per_run())
         assert args["--dispatch_min_workers"] == str(job_config.min_workers)
         assert args["--dispatch_bytes_per_executor"] == str(job_config.bytes_per_executor())
+
+
+def test_lake_glue_job_merge_on_read_compaction_budget_follows_the_tables_workers(
+    env: Any,
+) -> None:
+    budgets = {
+        table.name: jobs(env)[table.name]["DefaultArguments"].get("--compaction_target_io_mb")
+        for table in env.config.lake_tables
+    }
+    assert budgets == {
+        table.name: (
+            str(env.config.lake.glue_job_of(table).compaction_io_mb())
+            if table.hudi_table_type == "MERGE_ON_READ"
+            else None
+        )
+        for table in env.config.lake_tables
+    }

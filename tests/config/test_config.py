@@ -425,3 +425,11 @@ def test_load_config_change_files_outliving_savepoints_loads(tmp_path: Path) -> 
     data = _minimal()
     data["lake"] = {"change_file_expiration_days": 9, "savepoint_days": 7}
     assert load_config(path=_write(tmp_path, data)).lake.savepoint_days == 7
+
+
+def test_glue_job_compaction_io_is_a_quarter_timeout_of_executor_rewrites() -> None:
+    from environment.config import GlueJobConfig
+
+    job = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
+    # 1 executor x 4 vCPUs x 900 s x 5 MiB/s
+    assert job.compaction_io_mb() == 18_000

@@ -5,6 +5,7 @@ merge's own files pruned, the record index sized for the rows the table will rea
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,13 @@ def test_hudi_options_clean_by_hours_retained() -> None:
 def test_hudi_options_record_index_sized_from_the_given_file_groups() -> None:
     options = hudi_options(database="d", table="t", record_key=["id"], record_index_file_groups=89)
     assert options["hoodie.metadata.record.index.min.filegroup.count"] == "89"
+
+
+def test_hudi_options_merge_on_read_compaction_bounded_by_the_io_budget() -> None:
+    options = hudi_options(
+        database="d", table="t", record_key=["id"], table_type="MERGE_ON_READ", compaction_io_mb=900
+    )
+    assert options["hoodie.compaction.target.io"] == "900"
 
 
 def test_hudi_options_archive_merges_small_files() -> None:
@@ -298,3 +306,42 @@ def test_table_life_record_index_of_a_small_first_commit_has_the_configured_file
     index = Path(lake.sink.root) / ".hoodie" / "metadata" / "record_index"
     groups = {p.name.split("_")[0].lstrip(".") for p in index.iterdir() if "record-index" in p.name}
     assert len(groups) == 12
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_table_life_compaction_within_its_io_budget_leaves_the_rest_to_the_next_plan(
+    spark,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    from cdclake_merge.sink import open_sink
+
+    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ", partition=("region",))
+    lake.sink = open_sink(
+        warehouse=str(lake.warehouse),
+        table=lake.table,
+        key=lake.key,
+        fs=lake.fs,
+        spark_factory=lambda: spark,
+        table_type="MERGE_ON_READ",
+        partition_fields=("region",),
+        # Hudi counts each file group's IO in whole MB, and these are under one: a budget of
+        # 0 is spent by the first file group it takes.
+        compaction_io_mb=0,
+    )
+    regions = ("eu", "us", "ap")
+
+    def row(op: str, id_: int, lsn: int) -> dict[str, Any]:
+        return envelope(op, lsn=lsn, after={"id": id_, "name": f"v{lsn}", "region": regions[id_]})
+
+    lake.write("0.json", [row("c", i, 10 + i) for i in range(3)])
+    lake.merge()  # a file group per region
+    for run in range(1, 5):  # the 5th delta commit compacts inline
+        lake.write(f"{run}.json", [row("u", i, 100 * run + i) for i in range(3)])
+        lake.merge()
+
+    timeline = Path(lake.sink.root) / ".hoodie"
+    [compaction] = sorted(timeline.glob("*.commit"))
+    stats = json.loads(compaction.read_text())["partitionToWriteStats"]
+    assert sum(len(s) for s in stats.values()) == 1  # one of the three file groups
+    assert len(lake.visible()) == 3

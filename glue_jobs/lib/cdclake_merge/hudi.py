@@ -114,6 +114,7 @@ class HudiTable:
         retain_hours: int = DEFAULT_RETAIN_HOURS,
         savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
         record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
+        compaction_io_mb: int | None = None,
     ) -> None:
         self.database, _, self.name = table.partition(".")
         if not self.database or not self.name or "." in self.name:
@@ -128,6 +129,7 @@ class HudiTable:
         self.sync_catalog = sync_catalog
         self.retain_hours, self.savepoint_days = retain_hours, savepoint_days
         self.record_index_file_groups = record_index_file_groups
+        self.compaction_io_mb = compaction_io_mb
 
     def _uri(self, path: str) -> str:
         """Spark and Hudi want a scheme; local paths get ``file://``."""
@@ -427,6 +429,7 @@ class HudiTable:
             table_type=self.table_type,
             retain_hours=self.retain_hours,
             record_index_file_groups=self.record_index_file_groups,
+            compaction_io_mb=self.compaction_io_mb,
             **write,
         )
 

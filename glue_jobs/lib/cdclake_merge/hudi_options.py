@@ -65,6 +65,7 @@ def hudi_options(
     operation: str = "upsert",
     retain_hours: int = DEFAULT_RETAIN_HOURS,
     record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
+    compaction_io_mb: int | None = None,
 ) -> dict[str, str]:
     """Writer options for one CDC commit (Hudi 0.15 option names): an upsert, or the
     ``bulk_insert`` of a table's first rows.
@@ -134,6 +135,8 @@ def hudi_options(
     if table_type == "MERGE_ON_READ":
         options["hoodie.compact.inline"] = "true"
         options["hoodie.compact.inline.max.delta.commits"] = "5"
+        if compaction_io_mb is not None:  # Hudi's own budget; its default is 500 GB
+            options["hoodie.compaction.target.io"] = str(compaction_io_mb)
     if sync_catalog:
         extractor = (
             "org.apache.hudi.hive.MultiPartKeysValueExtractor"

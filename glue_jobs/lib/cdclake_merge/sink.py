@@ -151,6 +151,7 @@ def open_sink(
     retain_hours: int = DEFAULT_RETAIN_HOURS,
     savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
     record_index_file_groups: int | None = None,
+    compaction_io_mb: int | None = None,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
 
@@ -171,12 +172,15 @@ def open_sink(
         sync_catalog=sync_catalog,
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
-        # None: the format's own default (the sink contract knows no index sizes)
-        **(
-            {}
-            if record_index_file_groups is None
-            else {"record_index_file_groups": record_index_file_groups}
-        ),
+        # None: the format's own defaults (the contract knows no index sizes or budgets)
+        **{
+            name: value
+            for name, value in (
+                ("record_index_file_groups", record_index_file_groups),
+                ("compaction_io_mb", compaction_io_mb),
+            )
+            if value is not None
+        },
     )
 
 
