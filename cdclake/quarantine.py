@@ -75,19 +75,27 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
 # --- AWS: a run of the table's Glue job -----------------------------------------------------
 
 
-def start_replay(glue: Any, place: LakePlace) -> str:
-    """Start the table's Glue job in replay mode; the run id. RuntimeError: one-line reason."""
+def start_mode_run(glue: Any, place: LakePlace, arguments: dict[str, str]) -> str:
+    """Start a run of the table's Glue job with ``arguments`` (``--mode`` and its own); the run
+    id. RuntimeError with a one-line reason: the job is running (one run at a time) or refused.
+    """
     from botocore.exceptions import ClientError
 
+    mode = arguments.get("--mode", "merge")
     try:
-        started = glue.start_job_run(JobName=place.job_name, Arguments=dict(REPLAY_ARGUMENTS))
+        started = glue.start_job_run(JobName=place.job_name, Arguments=arguments)
     except glue.exceptions.ConcurrentRunsExceededException:
         raise RuntimeError(
-            f"Glue job {place.job_name} is running (one run at a time): replay when it has ended"
+            f"Glue job {place.job_name} is running (one run at a time): {mode} when it has ended"
         ) from None
     except ClientError as exc:
         raise RuntimeError(f"Glue job {place.job_name} did not start: {exc}") from None
     return str(started["JobRunId"])
+
+
+def start_replay(glue: Any, place: LakePlace) -> str:
+    """Start the table's Glue job in replay mode; the run id."""
+    return start_mode_run(glue, place, dict(REPLAY_ARGUMENTS))
 
 
 def wait_for_run(

@@ -24,6 +24,7 @@ from cdclake.quarantine import (
     TableOption,
     open_table,
     resolve,
+    start_mode_run,
     wait_for_run,
 )
 from cdclake_merge.pending import TablePaths
@@ -55,19 +56,7 @@ def restore_locally(place: LakePlace, to: str) -> dict[str, Any]:
 
 def start_restore(glue: Any, place: LakePlace, to: str) -> str:
     """Start the table's Glue job in restore mode; the run id. RuntimeError: one-line reason."""
-    from botocore.exceptions import ClientError
-
-    arguments = {"--mode": RESTORE_MODE, "--restore_to": to}
-    try:
-        started = glue.start_job_run(JobName=place.job_name, Arguments=arguments)
-    except glue.exceptions.ConcurrentRunsExceededException:
-        raise RuntimeError(
-            f"Glue job {place.job_name} is running (one run at a time): restore when it has "
-            "ended (pause the dispatcher first: cdclake dispatch --help)"
-        ) from None
-    except ClientError as exc:
-        raise RuntimeError(f"Glue job {place.job_name} did not start: {exc}") from None
-    return str(started["JobRunId"])
+    return start_mode_run(glue, place, {"--mode": RESTORE_MODE, "--restore_to": to})
 
 
 def restore_command(

@@ -113,6 +113,7 @@ class Lake:
         table_type: str = "COPY_ON_WRITE",
         partition: tuple[str, ...] = (),
         key: tuple[str, ...] = ("id",),
+        services: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         from cdclake_merge.job import MergeOptions
@@ -132,6 +133,7 @@ class Lake:
             spark_factory=lambda: spark,
             table_type=table_type,
             partition_fields=partition,
+            **(services or {}),  # the sink's table services (open_sink's keywords)
         )
         self.options = MergeOptions(table=self.table, key=key, changes=str(self.changes), **options)
 

@@ -290,17 +290,7 @@ def test_table_life_record_index_of_a_small_first_commit_has_the_configured_file
     spark,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    from cdclake_merge.sink import open_sink
-
-    lake = Lake(spark, tmp_path)
-    lake.sink = open_sink(
-        warehouse=str(lake.warehouse),
-        table=lake.table,
-        key=lake.key,
-        fs=lake.fs,
-        spark_factory=lambda: spark,
-        record_index_file_groups=12,
-    )
+    lake = Lake(spark, tmp_path, services={"record_index_file_groups": 12})
     lake.write("0.json", [c(1, 10), c(2, 11)])
     lake.merge()
     index = Path(lake.sink.root) / ".hoodie" / "metadata" / "record_index"
@@ -314,20 +304,14 @@ def test_table_life_compaction_within_its_io_budget_leaves_the_rest_to_the_next_
     spark,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    from cdclake_merge.sink import open_sink
-
-    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ", partition=("region",))
-    lake.sink = open_sink(
-        warehouse=str(lake.warehouse),
-        table=lake.table,
-        key=lake.key,
-        fs=lake.fs,
-        spark_factory=lambda: spark,
+    # Hudi counts each file group's IO in whole MB, and these are under one: a budget of 0 is
+    # spent by the first file group it takes.
+    lake = Lake(
+        spark,
+        tmp_path,
         table_type="MERGE_ON_READ",
-        partition_fields=("region",),
-        # Hudi counts each file group's IO in whole MB, and these are under one: a budget of
-        # 0 is spent by the first file group it takes.
-        compaction_io_mb=0,
+        partition=("region",),
+        services={"compaction_io_mb": 0},
     )
     regions = ("eu", "us", "ap")
 
