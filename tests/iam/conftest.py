@@ -14,23 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.iam.iam_helpers import (
-    KAFKA_RECORDED_TABLES,
-    REGION,
-    SERVER_USER_AGENT,
-    KafkaRecording,
-    MotoIam,
-    Physical,
-    Resolver,
-    Run,
-    ServerRecording,
-    World,
-    java_properties,
-    logical_id,
-    moto_server,
-    needed_statements,
-    sqs_queue,
-)
+from tests.iam.iam_helpers.gate import World
+from tests.iam.iam_helpers.kafka import KAFKA_RECORDED_TABLES, KafkaRecording, java_properties
+from tests.iam.iam_helpers.moto import REGION, MotoIam, moto_server
+from tests.iam.iam_helpers.recorded import SERVER_USER_AGENT, ServerRecording
+from tests.iam.iam_helpers.runs import Run, needed_statements
+from tests.iam.iam_helpers.templates import Physical, Resolver, logical_id, sqs_queue
 
 if TYPE_CHECKING:
     from cdclake.local.stack import LocalStack

@@ -13,22 +13,21 @@ import pytest
 from pg8000.native import Connection
 
 from lambdas.bootstrap import handler
-from tests.iam.iam_helpers import (
-    Gate,
-    MotoIam,
+from tests.iam.iam_helpers.gate import Gate, World, principal, user_with
+from tests.iam.iam_helpers.moto import MotoIam
+from tests.iam.iam_helpers.runs import (
     Run,
-    World,
-    allowing,
     assert_each_removal_denied,
     docs_row,
-    function_environment,
-    function_role,
     granting_statements,
     lambda_context,
+)
+from tests.iam.iam_helpers.statements import allowing
+from tests.iam.iam_helpers.templates import (
+    function_environment,
+    function_role,
     logical_id,
-    principal,
     role_policy,
-    user_with,
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk, pytest.mark.postgres]

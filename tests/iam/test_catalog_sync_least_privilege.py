@@ -22,23 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.iam.iam_helpers import (
-    Access,
-    Call,
+from tests.iam.iam_helpers.metastore import (
     MetastoreCall,
-    Run,
-    allowing,
-    docs_row,
     glue_catalog_accesses,
-    label,
-    logical_id,
     metastore_audit,
     metastore_calls,
-    needed_for,
-    role_policy,
-    symbolic_resolver,
-    unallowed,
 )
+from tests.iam.iam_helpers.runs import Call, Run, docs_row
+from tests.iam.iam_helpers.statements import Access, allowing, label, needed_for, unallowed
+from tests.iam.iam_helpers.templates import logical_id, role_policy, symbolic_resolver
 
 pytestmark = [pytest.mark.cdk, pytest.mark.spark, pytest.mark.hudi, pytest.mark.slow]
 

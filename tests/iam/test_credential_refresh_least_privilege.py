@@ -13,26 +13,60 @@ from typing import Any
 import pytest
 
 from lambdas.credential_refresh import handler
-from tests.iam.iam_helpers import (
-    REGION,
-    Gate,
-    MotoIam,
+from tests.iam.iam_helpers.gate import Gate, Responder, World, principal, user_with
+from tests.iam.iam_helpers.moto import REGION, MotoIam
+from tests.iam.iam_helpers.runs import (
     Run,
-    World,
     assert_each_removal_denied,
-    connector_store,
     docs_row,
-    function_environment,
-    function_role,
     granting_statements,
     lambda_context,
+)
+from tests.iam.iam_helpers.templates import (
+    function_environment,
+    function_role,
     logical_id,
-    principal,
     role_policy,
-    user_with,
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]
+
+
+def connector_store(connectors: Mapping[str, dict[str, str]]) -> Responder:
+    """MSK Connect's DescribeConnector/UpdateConnector over an in-memory configuration per ARN
+    (moto has no MSK Connect); the version moves on every update, as the service's does."""
+    versions = {arn: 1 for arn in connectors}
+
+    def answer(operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        if operation == "ListConnectors":
+            prefix = params.get("connectorNamePrefix", "")
+            listed = [
+                {"connectorArn": arn, "connectorName": name, "connectorState": "RUNNING"}
+                for arn in connectors
+                if (name := arn.split(":connector/", 1)[1].split("/", 1)[0]).startswith(prefix)
+            ]
+            return {"connectors": listed}
+        arn = params["connectorArn"]
+        if arn not in connectors:
+            return {"Error": {"Code": "NotFoundException", "Message": arn}}
+        if operation == "DescribeConnector":
+            return {
+                "connectorArn": arn,
+                "currentVersion": f"V{versions[arn]}",
+                "connectorConfiguration": dict(connectors[arn]),
+                "connectorState": "RUNNING",
+            }
+        if operation == "UpdateConnector":
+            if params["currentVersion"] != f"V{versions[arn]}":
+                return {"Error": {"Code": "BadRequestException", "Message": "stale version"}}
+            connectors[arn].clear()
+            connectors[arn].update(params["connectorConfiguration"])
+            versions[arn] += 1
+            return {"connectorArn": arn, "connectorState": "UPDATING"}
+        raise NotImplementedError(f"kafkaconnect {operation}")
+
+    return answer
+
 
 COMPONENT = "credential refresh"
 ROTATED_AT = "2026-11-24T06:00:00Z"

@@ -16,20 +16,15 @@ from typing import Any
 import pytest
 
 from environment.config import EnvironmentConfig, load_config
-from tests.iam.iam_helpers import (
-    SERVER_USER_AGENT,
+from tests.iam.iam_helpers.recorded import SERVER_USER_AGENT, ServerRecording, kinesis_accesses
+from tests.iam.iam_helpers.statements import (
     Access,
-    Physical,
-    ServerRecording,
-    kinesis_accesses,
     label,
-    logical_id,
     needed_for,
-    resolver_with,
-    role_policy,
     unallowed,
     unexercised_actions,
 )
+from tests.iam.iam_helpers.templates import Physical, logical_id, resolver_with, role_policy
 
 pytestmark = [pytest.mark.cdk, pytest.mark.postgres, pytest.mark.moto, pytest.mark.slow]
 

@@ -21,28 +21,22 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.iam.iam_helpers import (
-    REGION,
+from tests.iam.iam_helpers.moto import REGION, recorder, recording_moto_server, use_recording_moto
+from tests.iam.iam_helpers.recorded import lake_world, recorded_accesses, sse_kms_accesses
+from tests.iam.iam_helpers.runs import Call, Run, docs_row, lambda_context
+from tests.iam.iam_helpers.statements import (
     Access,
-    Call,
-    Run,
     denied_lines,
-    docs_row,
-    function_environment,
-    function_role,
-    lake_world,
-    lambda_context,
-    logical_id,
     needed_for,
     needed_sids,
-    recorded_accesses,
-    recorder,
-    recording_moto_server,
-    role_policy,
     sid,
-    sse_kms_accesses,
     unallowed,
-    use_recording_moto,
+)
+from tests.iam.iam_helpers.templates import (
+    function_environment,
+    function_role,
+    logical_id,
+    role_policy,
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]

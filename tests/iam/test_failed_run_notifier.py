@@ -16,19 +16,41 @@ from typing import Any
 
 import pytest
 
-from tests.iam.iam_helpers import (
-    REGION,
-    Resolver,
-    Run,
-    allowing,
-    label,
-    needed_statements,
-    resource_policy,
-    service_statements,
-    symbolic_resolver,
-)
+from tests.iam.iam_helpers.moto import REGION
+from tests.iam.iam_helpers.runs import Run, needed_statements
+from tests.iam.iam_helpers.statements import allowing, as_list, label
+from tests.iam.iam_helpers.templates import Resolver, symbolic_resolver
 
 pytestmark = pytest.mark.cdk
+
+
+def service_statements(
+    statements: Sequence[Mapping[str, Any]], service: str
+) -> list[dict[str, Any]]:
+    """The statements of a resource policy that apply to an AWS service principal."""
+    applying = []
+    for statement in statements:
+        principal = statement.get("Principal")
+        services = as_list(principal.get("Service", [])) if isinstance(principal, Mapping) else []
+        everyone = principal == "*" or (
+            isinstance(principal, Mapping) and principal.get("AWS") == "*"
+        )
+        if everyone or service in services:
+            applying.append(dict(statement))
+    return applying
+
+
+def resource_policy(
+    template: Mapping[str, Any], lid: str, policy_type: str, targets: str
+) -> list[dict[str, Any]]:
+    """Statements of every ``policy_type`` resource whose ``targets`` list names ``lid``."""
+    statements: list[dict[str, Any]] = []
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == policy_type and {"Ref": lid} in props.get(targets, []):
+            statements += as_list(props["PolicyDocument"]["Statement"])
+    return statements
+
 
 EVENTS = "events.amazonaws.com"
 #: EventBridge publishes over TLS.

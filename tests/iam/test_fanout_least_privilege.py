@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,26 +12,69 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from lambdas.fanout import handler
-from tests.iam.iam_helpers import (
-    Gate,
-    MotoIam,
-    Run,
-    World,
-    assert_each_removal_denied,
-    change_event,
-    docs_row,
-    drain,
+from tests.iam.iam_helpers.gate import Gate, World, principal, user_with
+from tests.iam.iam_helpers.moto import REGION, MotoIam
+from tests.iam.iam_helpers.runs import Run, assert_each_removal_denied, docs_row, lambda_context
+from tests.iam.iam_helpers.templates import (
     function_environment,
     function_role,
-    kinesis_event,
-    lambda_context,
     logical_id,
-    principal,
     role_policy,
-    user_with,
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]
+
+
+def kinesis_event(changes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Debezium change events as Lambda receives them from a Kinesis stream."""
+    records = []
+    for number, change in enumerate(changes):
+        sequence = f"4954{number:052d}"
+        records.append(
+            {
+                "kinesis": {
+                    "kinesisSchemaVersion": "1.0",
+                    "partitionKey": json.dumps({"id": number}),
+                    "sequenceNumber": sequence,
+                    "data": base64.b64encode(json.dumps(change).encode()).decode(),
+                    "approximateArrivalTimestamp": 1.7e9,
+                },
+                "eventSource": "aws:kinesis",
+                "eventVersion": "1.0",
+                "eventID": f"shardId-000000000000:{sequence}",
+                "eventName": "aws:kinesis:record",
+                "awsRegion": REGION,
+            }
+        )
+    return {"Records": records}
+
+
+def change_event(row_id: int, lsn: int, *, padding: int = 0) -> dict[str, Any]:
+    """An insert into public.orders; ``padding`` characters make it large (a claim check)."""
+    return {
+        "before": None,
+        "after": {"id": row_id, "status": "new", "note": "x" * padding},
+        "source": {
+            "connector": "postgresql",
+            "db": "app",
+            "schema": "public",
+            "table": "orders",
+            "lsn": lsn,
+        },
+        "op": "c",
+        "ts_ms": 1_700_000_000_000,
+    }
+
+
+def drain(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """Every message body in a queue, deleting them."""
+    bodies = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in messages:
+            bodies.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return bodies
+
 
 COMPONENT = "fan-out handler"
 #: Three small events and one over the claim-check threshold (200,000 bytes in the template).

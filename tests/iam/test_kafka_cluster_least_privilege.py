@@ -19,25 +19,24 @@ import pytest
 
 from connectors.configs import connector_name, heartbeat_topic, offsets_topic, topic_name
 from environment.config import EnvironmentConfig, load_config
-from tests.iam.iam_helpers import (
+from tests.iam.iam_helpers.kafka import (
     KAFKA_RECORDED_TABLES,
-    Access,
     KafkaRecording,
-    Physical,
-    allowing,
     authorizer_decisions,
     client_decisions,
     kafka_accesses,
     kafka_cluster_statements,
-    label,
-    logical_id,
     msk_arn,
+)
+from tests.iam.iam_helpers.statements import (
+    Access,
+    allowing,
+    label,
     needed_for,
-    resolver_with,
-    role_policy,
     unallowed,
     unexercised_actions,
 )
+from tests.iam.iam_helpers.templates import Physical, logical_id, resolver_with, role_policy
 
 pytestmark = [pytest.mark.cdk, pytest.mark.postgres, pytest.mark.slow]
 

@@ -17,33 +17,25 @@ import io
 import json
 import runpy
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from tests.iam.iam_helpers import (
-    REGION,
+from tests.iam.iam_helpers.moto import REGION, recorder, recording_moto_server, use_recording_moto
+from tests.iam.iam_helpers.recorded import lake_world, recorded_accesses, sse_kms_accesses
+from tests.iam.iam_helpers.runs import Call, Run, docs_row
+from tests.iam.iam_helpers.statements import (
     Access,
-    Call,
-    Run,
     denied_lines,
-    docs_row,
-    lake_world,
-    logical_id,
     needed_for,
     needed_sids,
-    recorded_accesses,
-    recorder,
-    recording_moto_server,
-    role_policy,
     sid,
-    spark_s3,
-    sse_kms_accesses,
     unallowed,
-    use_recording_moto,
 )
+from tests.iam.iam_helpers.templates import logical_id, role_policy
 
 pytestmark = [
     pytest.mark.moto,
@@ -52,6 +44,35 @@ pytestmark = [
     pytest.mark.hudi,
     pytest.mark.slow,
 ]
+
+
+@contextmanager
+def spark_s3(spark: Any, endpoint: str, region: str) -> Iterator[None]:
+    """The shared SparkSession's S3A client on ``endpoint`` (a JVM started before the server:
+    settings go into its Hadoop configuration, S3A's cache off), then back as it was."""
+    from cdclake_merge.session import s3_settings
+
+    settings = {
+        **s3_settings({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": region}),
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": "merge-job",
+        "fs.s3a.secret.key": "merge-job",
+        "fs.s3.impl.disable.cache": "true",
+        "fs.s3a.impl.disable.cache": "true",
+    }
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = {key: conf.get(key) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
 
 ENV = "dev"
 TABLE = "public.orders"
