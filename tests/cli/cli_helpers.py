@@ -158,6 +158,16 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
             "no environment config",
         ),
     },
+    "restore": {
+        "no_credentials": Case(
+            ("restore", "--env", "dev", "--table", "public.orders"), 1, CREDENTIALS
+        ),
+        "stack_stopped": Case(("restore", "--env", "local", "--table", "public.orders"), 1, STACK),
+        "unknown_table": Case(("restore", "--env", "local", "--table", TABLE), 2, TABLE),
+        "unknown_env": Case(
+            ("restore", "--env", "nope", "--table", "public.orders"), 2, "no environment config"
+        ),
+    },
     "query": {
         "no_credentials": Case(("query", "--env", "dev", "SELECT 1"), 2, "the local stack only"),
         "stack_stopped": Case(("query", "SELECT 1"), 1, STACK),
