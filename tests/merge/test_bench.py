@@ -50,7 +50,7 @@ def test_merge_throughput_small_run_writes_consistent_results(
     rate = run["events"] / run["cdclake_merge_s"]  # the rounded time: within a few percent
     assert abs(run["cdclake_events_per_s"] - rate) < 0.05 * rate
     assert run["cdclake_vs_duckdb"] > 0 and run["cdclake_vs_spark_window"] > 0
-    assert set(run["cdclake_stages_s"]) == {"list", "read", "fold", "write"}
+    assert set(run["cdclake_stages_s"]) == {"list", "read", "fold", "write", "services"}
     for contender in ("cdclake merge", "spark window"):
         spent = run["jvm"][contender]
         assert spent["cpu_s"] > 0 and spent["jit_s"] > 0 and spent["gc_s"] >= 0, spent

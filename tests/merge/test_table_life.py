@@ -204,18 +204,6 @@ def test_recovery_restore_rolls_back_then_next_run_catches_up(lake: Lake) -> Non
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_recovery_restore_before_every_savepoint_changes_nothing(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    lake = Lake(spark, tmp_path)
-    lake.write("0.json", [c(1, 10)])
-    lake.merge()
-    before = lake.visible()
-    with pytest.raises(RestoreError, match="no savepoint at or before"):
-        lake.sink.restore(lake.spark, dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
-    assert lake.visible() == before
-
-
-@pytest.mark.spark
-@pytest.mark.hudi
 def test_recovery_pending_compaction_is_completed_by_the_next_run(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
     for i in range(3):

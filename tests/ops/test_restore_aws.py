@@ -2,33 +2,38 @@
 timeline on S3, the restore started as a run of the table's Glue job with ``--mode restore``,
 a time before every savepoint refused without starting anything.
 
-public.customers of dev, with a Glue job of its own and a timeline holding two savepoints (the
-CLI reads only their file names; the restore itself is the Glue job's, test_glue_entry.py), so
-the status tests' public.orders job keeps its one run.
+public.customers of dev in a region of these tests' own (the status and dispatch tests find
+no job for it in theirs), with a Glue job and a timeline holding two savepoints (the CLI reads
+only their file names; the restore itself is the Glue job's, test_glue_entry.py).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+import yaml
 
-from tests.ops.ops_helpers import MOTO_ACCOUNT, run_cdclake
+from tests.ops.ops_helpers import MOTO_ACCOUNT, REPO_ROOT, run_cdclake
 
 TABLE = "public.customers"
 SAVEPOINTS = ("20261120010000000", "20261127010000000")
+REGION = "eu-west-2"
 
 pytestmark = [pytest.mark.moto]
 
 
 @pytest.fixture(scope="module")
-def customers(aws_env: None, config_dir: Path) -> dict[str, Any]:
+def customers(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A deployed merge job of public.customers whose table has two savepoints."""
     from environment.config import load_config
 
+    config_dir = tmp_path_factory.mktemp("restore-config")
+    raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())
+    raw["account"], raw["region"] = MOTO_ACCOUNT, REGION
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(raw))
     config = load_config("dev", config_dir=config_dir)
     table = config.lake_table(TABLE)
     bucket = f"{config.prefix}-restore-lake"
