@@ -148,19 +148,9 @@ def merge(
         from environment.config import load_config
 
         config = load_config(env)
-        lake = config.lake
         if tombstone_retention_days is None:
-            tombstone_retention_days = lake.tombstone_retention_days
-        services = {
-            "retain_hours": lake.retain_hours,
-            "savepoint_days": lake.savepoint_days,
-            "record_index_file_groups": config.lake_table(source_table).record_index_file_groups,
-            **(
-                {"compaction_io_mb": lake.glue_job_of(spec).compaction_io_mb()}
-                if (spec := config.lake_table(source_table)).hudi_table_type == "MERGE_ON_READ"
-                else {}
-            ),
-        }
+            tombstone_retention_days = config.lake.tombstone_retention_days
+        services = config.lake.services_of(config.lake_table(source_table))
     if changes is None or warehouse is None or not key:
         fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None

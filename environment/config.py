@@ -435,6 +435,20 @@ class LakeConfig(_Model):
             )
         return self
 
+    def services_of(self, table: TableConfig) -> dict[str, int]:
+        """The table's services as the merge's sink takes them (``open_sink``'s keywords, the
+        Glue job's arguments of the same names): how far back file versions and savepoints
+        reach, the record index sized for life, and on MERGE_ON_READ a compaction's IO budget
+        (with the merge's half of the timeout, a capped run that compacts ends inside it)."""
+        services = {
+            "retain_hours": self.retain_hours,
+            "savepoint_days": self.savepoint_days,
+            "record_index_file_groups": table.record_index_file_groups,
+        }
+        if table.hudi_table_type == "MERGE_ON_READ":
+            services["compaction_io_mb"] = self.glue_job_of(table).compaction_io_mb()
+        return services
+
     def freshness_of(self, table: TableConfig) -> int:
         """Minutes the table may lag its source before its alarm fires."""
         return table.freshness_minutes or self.freshness_minutes

@@ -19,7 +19,7 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
     --record_index_file_groups 10 (from the table's expected_rows; used when the table is first
                                   written)
-    --compaction_target_io_mb MB  (MERGE_ON_READ: a compaction's IO budget, a quarter of the
+    --compaction_io_mb MB         (MERGE_ON_READ: a compaction's IO budget, a quarter of the
                                   timeout's worth; default Hudi's)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
@@ -55,9 +55,16 @@ ARGUMENTS = (
     "retain_hours",
     "savepoint_days",
     "record_index_file_groups",
-    "compaction_target_io_mb",
+    "compaction_io_mb",
 )
 MODES = ("merge", "replay", "restore")
+# The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
+SERVICE_ARGUMENTS = (
+    "retain_hours",
+    "savepoint_days",
+    "record_index_file_groups",
+    "compaction_io_mb",
+)
 # Without --environment the run publishes no metrics (a run by hand).
 # Without --mode it merges: job definitions never pass it; `cdclake quarantine replay` starts
 # a run with `--mode replay`.
@@ -75,7 +82,7 @@ OPTIONAL = {
     "retain_hours": "",
     "savepoint_days": "",
     "record_index_file_groups": "",
-    "compaction_target_io_mb": "",
+    "compaction_io_mb": "",
 }
 
 
@@ -151,13 +158,8 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
     from cdclake_merge.storage import filesystem_for
 
     services = {
-        name: number
-        for name in ("retain_hours", "savepoint_days", "record_index_file_groups")
-        if (number := _positive(args, name)) is not None
+        name: number for name in SERVICE_ARGUMENTS if (number := _positive(args, name)) is not None
     }
-    budget = _positive(args, "compaction_target_io_mb")
-    if budget is not None:
-        services["compaction_io_mb"] = budget
     return open_sink(
         warehouse=args["warehouse_path"],
         table=options.table,

@@ -252,17 +252,10 @@ class MergeJobs(Construct):
                     "--max_files_per_run": str(job_config.files_per_run()),
                     "--max_bytes_per_run": str(job_config.bytes_per_run()),
                     "--tombstone_retention_days": str(config.tombstone_retention_days),
-                    # The table's services (cdclake_merge.recovery, hudi_options): how far back
-                    # file versions and savepoints reach, the record index sized for life.
-                    "--retain_hours": str(config.retain_hours),
-                    "--savepoint_days": str(config.savepoint_days),
-                    "--record_index_file_groups": str(table.record_index_file_groups),
-                    # A compaction's share of the run: with the merge's half, inside the timeout.
-                    **(
-                        {"--compaction_target_io_mb": str(job_config.compaction_io_mb())}
-                        if table.hudi_table_type == "MERGE_ON_READ"
-                        else {}
-                    ),
+                    # The table's services (cdclake_merge.recovery, hudi_options).
+                    **{
+                        f"--{name}": str(value) for name, value in config.services_of(table).items()
+                    },
                     "--environment": environment,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.

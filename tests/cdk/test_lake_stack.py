@@ -472,7 +472,7 @@ def test_lake_glue_job_merge_on_read_compaction_budget_follows_the_tables_worker
     env: Any,
 ) -> None:
     budgets = {
-        table.name: jobs(env)[table.name]["DefaultArguments"].get("--compaction_target_io_mb")
+        table.name: jobs(env)[table.name]["DefaultArguments"].get("--compaction_io_mb")
         for table in env.config.lake_tables
     }
     assert budgets == {

@@ -88,6 +88,15 @@ def test_glue_entry_template_table_services_reach_the_sink(synth, tmp_path: Path
     assert (sink.retain_hours, sink.savepoint_days, sink.record_index_file_groups) == (12, 3, 44)
 
 
+def test_glue_entry_template_compaction_budget_reaches_a_merge_on_read_sink(  # type: ignore[no-untyped-def]
+    synth, tmp_path: Path
+) -> None:
+    lines = job_arguments(synth("dev").template("lake"), "public.order_lines")
+    module = runpy.run_path(str(ENTRY))
+    args = module["parse_arguments"](local_argv(lines, tmp_path))
+    assert module["open_table"](args, module["merge_options"](args), None).compaction_io_mb == 18000
+
+
 def test_glue_entry_column_types_survive_commas_in_spark_types() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = list(MINIMAL_ARGV)
