@@ -8,6 +8,7 @@ Each check reads the account and region of ``config/<env>.yaml`` through boto3 (
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from botocore.parsers import ResponseParserError
 from rich.console import Console
 from rich.table import Table
 
+from cdclake.status import expiry_warning, metric_lag
 from environment.artifacts import PLUGIN_BUILD_HINT, PluginNotFound, plugin_source
 from environment.config import ConfigError, EnvironmentConfig, load_config
 from environment.paths import CONFIG_DIR, REPO_ROOT
@@ -270,6 +272,35 @@ def check_elastic_ip_quota(config: EnvironmentConfig, session: boto3.Session) ->
     return Check(name, "ok", f"{used} of {limit:g} used, {needed} more needed")
 
 
+def check_change_file_expiry(
+    config: EnvironmentConfig, session: boto3.Session, now: dt.datetime | None = None
+) -> Check:
+    """Each lake table's lag (CloudWatch ``LagSeconds``: the age of its oldest waiting change
+    file) against the bucket's expiration: a file that expires unapplied is lost to the lake."""
+    cloudwatch = session.client("cloudwatch")
+    at = now or dt.datetime.now(dt.UTC)
+    expiration = config.lake.change_file_expiration_days
+    near: list[str] = []
+    read = 0
+    for table in config.lake_tables:
+        found = metric_lag(cloudwatch, config.env, table.name, at)
+        if found is None:
+            continue
+        read += 1
+        warning = expiry_warning(dt.timedelta(seconds=found[0]), expiration)
+        if warning:
+            near.append(f"{table.name}: {warning}")
+    if near:
+        return Check("change file expiry", "FAIL", "; ".join(near))
+    if not read:
+        return Check("change file expiry", "skip", "no LagSeconds yet (not deployed, or idle)")
+    return Check(
+        "change file expiry",
+        "ok",
+        f"{read} tables: every waiting change file is far from the {expiration}-day expiration",
+    )
+
+
 # Checks that read only this machine: they run without credentials too.
 OFFLINE_CHECKS = frozenset({"RDS CA bundle"})
 
@@ -292,6 +323,7 @@ def run_checks(
         "cluster parameters": lambda: check_cluster_parameters(config, session),
         "quota: VPCs": lambda: check_vpc_quota(config, session),
         "quota: Elastic IPs": lambda: check_elastic_ip_quota(config, session),
+        "change file expiry": lambda: check_change_file_expiry(config, session),
     }
     credentials = check_credentials(config, session)
     if credentials.failed:
@@ -332,7 +364,8 @@ def doctor(
         Path, typer.Option("--config-dir", help="folder of the environment files")
     ] = CONFIG_DIR,
 ) -> None:
-    """Preflight for `cdk deploy`: credentials, bootstrap, plugins, engine, quotas."""
+    """Preflight for `cdk deploy`: credentials, bootstrap, plugins, engine, quotas; and for a
+    deployed environment, change files waiting near their expiration."""
     console = Console(soft_wrap=False)
     config = load_config(env, config_dir=config_dir)  # a ConfigError: one line (cdclake.errors)
     checks = run_checks(config, boto3.Session(region_name=config.region))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from cdclake.doctor import (
     app,
     bootstrap_qualifier,
     check_bootstrap,
+    check_change_file_expiry,
     check_cluster_parameters,
     check_credentials,
     check_elastic_ip_quota,
@@ -26,6 +28,7 @@ from cdclake.doctor import (
     run_checks,
 )
 from cdclake.errors import run
+from cdclake_merge.metrics import publish_lags
 from environment.config import EnvironmentConfig, load_config
 
 pytestmark = pytest.mark.moto
@@ -84,7 +87,7 @@ def test_doctor_credentials_failure_skips_other_checks(aws_env: None, config_dir
     offline = [c for c in checks[1:] if c.name == "RDS CA bundle"]
     assert [c.status for c in offline] == ["ok"]  # reads this machine only
     assert {c.status for c in checks[1:] if c not in offline} == {"skip"}
-    assert len(checks) == 9
+    assert len(checks) == 10
 
 
 def test_doctor_bootstrap_missing_fails_with_bootstrap_command(
@@ -252,6 +255,7 @@ def test_doctor_run_checks_names_match_their_checks(aws_env: None, config_dir: P
         "cluster parameters",
         "quota: VPCs",
         "quota: Elastic IPs",
+        "change file expiry",
     ]
 
 
@@ -268,3 +272,34 @@ def test_doctor_rds_ca_present_ok(config_dir: Path) -> None:
     check = check_rds_ca(_config(config_dir))  # the session's stand-in bundle (tests/conftest.py)
     assert check.status == "ok"
     assert os.environ["CDCLAKE_RDS_CA_BUNDLE"] in check.detail
+
+
+def _lags(config: EnvironmentConfig, lags: dict[str, float]) -> None:
+    """The dispatcher's LagSeconds datapoints for ``config``'s environment, stamped now."""
+    client = _session(config.region).client("cloudwatch")
+    assert publish_lags(config.env, lags, client=client)
+
+
+def test_doctor_change_file_expiry_lag_past_half_the_expiration_fails_naming_the_table(
+    aws_env: None, config_dir: Path
+) -> None:
+    config = _config(config_dir, region="sa-east-1")
+    table = config.lake_tables[0].name
+    days = config.lake.change_file_expiration_days
+    _lags(config, {table: dt.timedelta(days=days * 0.6).total_seconds()})
+    check = check_change_file_expiry(config, _session(config.region))
+    assert check.status == "FAIL"
+    assert check.detail.startswith(f"{table}: the oldest change file has waited {int(days * 0.6)}")
+
+
+def test_doctor_change_file_expiry_fresh_lag_ok(aws_env: None, config_dir: Path) -> None:
+    config = _config(config_dir, region="me-south-1")
+    _lags(config, {t.name: 600.0 for t in config.lake_tables})
+    check = check_change_file_expiry(config, _session(config.region))
+    assert check.status == "ok"
+    assert check.detail.startswith(f"{len(config.lake_tables)} tables")
+
+
+def test_doctor_change_file_expiry_no_lag_yet_skips(aws_env: None, config_dir: Path) -> None:
+    config = _config(config_dir, region="af-south-1")
+    assert check_change_file_expiry(config, _session(config.region)).status == "skip"
