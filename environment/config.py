@@ -121,6 +121,15 @@ class TableConfig(_Model):
         default_factory=GlueJobSizing,
         description="the table's merge workers; default lake.glue_job's",
     )
+    retain_hours: int | None = Field(
+        default=None,
+        ge=1,
+        le=24 * 30,
+        description=(
+            "how far back this lake table's file versions are kept; default lake.retain_hours "
+            "(a COPY_ON_WRITE table with random-key updates keeps a copy of itself per run in it)"
+        ),
+    )
     expected_rows: int = Field(
         default=DEFAULT_EXPECTED_ROWS,
         ge=1,
@@ -144,6 +153,8 @@ class TableConfig(_Model):
             raise ValueError("table goes nowhere: set lake and/or fanout to true")
         if self.freshness_minutes is not None and not self.lake:
             raise ValueError("freshness_minutes is the lake's objective: the table has lake: false")
+        if self.retain_hours is not None and not self.lake:
+            raise ValueError("retain_hours keeps lake file versions: the table has lake: false")
         if "expected_rows" in self.model_fields_set and not self.lake:
             raise ValueError("expected_rows sizes the lake table: the table has lake: false")
         if self.glue_job.model_fields_set and not self.lake:
@@ -441,7 +452,7 @@ class LakeConfig(_Model):
         reach, the record index sized for life, and on MERGE_ON_READ a compaction's IO budget
         (with the merge's half of the timeout, a capped run that compacts ends inside it)."""
         services = {
-            "retain_hours": self.retain_hours,
+            "retain_hours": table.retain_hours or self.retain_hours,
             "savepoint_days": self.savepoint_days,
             "record_index_file_groups": table.record_index_file_groups,
         }

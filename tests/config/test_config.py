@@ -414,6 +414,34 @@ def test_load_config_expected_rows_of_a_fanout_only_table_is_rejected(tmp_path: 
         load_config(path=_write(tmp_path, data))
 
 
+def test_services_of_a_tables_retain_hours_overrides_the_lakes(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"retain_hours": 24}
+    data["tables"] = [
+        {"name": "public.orders", "primary_key": ["id"], "retain_hours": 6},
+        {"name": "public.items", "primary_key": ["id"]},
+    ]
+    config = load_config(path=_write(tmp_path, data))
+    orders, items = config.tables
+    assert config.lake.services_of(orders)["retain_hours"] == 6
+    assert config.lake.services_of(items)["retain_hours"] == 24
+
+
+def test_load_config_retain_hours_of_a_fanout_only_table_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["tables"] = [
+        {
+            "name": "public.orders",
+            "primary_key": ["id"],
+            "lake": False,
+            "fanout": True,
+            "retain_hours": 6,
+        }
+    ]
+    with pytest.raises(ConfigError, match="retain_hours keeps lake file versions"):
+        load_config(path=_write(tmp_path, data))
+
+
 def test_load_config_change_files_expiring_before_savepoints_is_rejected(tmp_path: Path) -> None:
     data = _minimal()
     data["lake"] = {"change_file_expiration_days": 8, "savepoint_days": 7}
