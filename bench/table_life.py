@@ -11,9 +11,16 @@ updates of live keys (a tenth with a TOAST placeholder), 10 % inserts, 10 % dele
 tenth run a primary-key change (a delete and an insert). Compaction, cleaning, archival and
 the day's savepoint run as they run in production (inline, the writer's options). Every run is
 timed; a full snapshot read (the rows Athena would see) is timed after run 10 and after the
-last. Then the objects the table holds are counted: files under the table, the active and
-archived timeline, pending instants, base-file versions and log files per file group, and the
-merge's own checkpoints and tombstone sets.
+last.
+
+Hudi's cleaner keeps file versions by age (``lake.retain_hours``) on the machine's clock, and
+the soak makes in an hour what a table makes in weeks. So the soak keeps, by count, what the
+cleaner would keep by age at the table's cadence: ``--retain-hours`` (24) of runs every
+``--cadence-minutes`` (15) is 96 commits (``KEEP_LATEST_COMMITS``, the only option changed;
+archival kept behind it). Then the objects the table holds are counted: files under the
+table and their bytes (all of them, what a read of the newest slices scans, ``.hoodie``), the
+active and archived timeline, pending instants, base-file versions and log files per file
+group, and the merge's own checkpoints and tombstone sets.
 
 Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``reads``,
 ``counts``, ``targets``) and prints the figures. Never asserted on time in tests
@@ -23,14 +30,18 @@ Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import math
+import os
 import random
 import re
 import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +139,7 @@ def object_counts(root: Path, sidecar: Path) -> dict[str, Any]:
         elif log := LOG_FILE.match(path.name):
             logs[log["group"]] += 1
     archived = timeline / "archived"
-    return {
+    return storage_bytes(root) | {
         "data_files": data_files,
         "file_groups": len(bases.keys() | logs.keys()),
         "max_base_versions_per_group": max((len(v) for v in bases.values()), default=0),
@@ -142,6 +153,41 @@ def object_counts(root: Path, sidecar: Path) -> dict[str, Any]:
         "savepoints": sorted(n for n in active if n.endswith(".savepoint")),
         "checkpoints": len(list((sidecar / "checkpoints").glob("v*.json"))),
         "tombstone_sets": len(list((sidecar / "tombstones").glob("v*"))),
+    }
+
+
+def storage_bytes(root: Path) -> dict[str, int]:
+    """Bytes the table keeps: every data file, what a snapshot read of its newest slices
+    scans (each file group's newest base file, and on MERGE_ON_READ the log files after it),
+    and ``.hoodie`` (timeline, archive, metadata table with its record index)."""
+    newest: dict[str, tuple[str, int]] = {}
+    logs: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    data = timeline = 0
+    for path in root.rglob("*"):
+        if not path.is_file() or path.name.endswith(".crc"):
+            continue
+        size = path.stat().st_size
+        if ".hoodie" in path.parts:
+            timeline += size
+            continue
+        data += size
+        if base := BASE_FILE.match(path.name):
+            if base["group"] not in newest or newest[base["group"]][0] < base["instant"]:
+                newest[base["group"]] = (base["instant"], size)
+        elif log := LOG_FILE.match(path.name):
+            logs[log["group"]].append((log["instant"], size))
+    read_optimized = sum(size for _, size in newest.values())
+    snapshot = read_optimized + sum(
+        size
+        for group, found in logs.items()
+        for instant, size in found
+        if instant >= newest.get(group, ("", 0))[0]
+    )
+    return {
+        "data_bytes": data,
+        "read_optimized_bytes": read_optimized,
+        "snapshot_bytes": snapshot,
+        "hoodie_bytes": timeline,
     }
 
 
@@ -184,6 +230,88 @@ def targets(
     }
 
 
+@contextlib.contextmanager
+def kept_by_cadence(retain_hours: int, cadence_minutes: int) -> Iterator[int]:
+    """Within it, the writer keeps by commit count what the cleaner keeps by age at this
+    cadence; yields the commits kept. The writer's own options come back after it."""
+    from cdclake_merge import hudi
+
+    retained = max(1, math.ceil(retain_hours * 60 / cadence_minutes))
+    by_age = hudi.hudi_options
+
+    def by_count(**settings: Any) -> dict[str, str]:
+        options = by_age(**settings)
+        options["hoodie.clean.policy"] = "KEEP_LATEST_COMMITS"
+        options["hoodie.cleaner.commits.retained"] = str(retained)
+        # Archival stays behind the cleaner's earliest retained commit, as it does by age.
+        options["hoodie.keep.min.commits"] = str(max(30, retained + 1))
+        options["hoodie.keep.max.commits"] = str(max(40, retained + 11))
+        return options
+
+    hudi.hudi_options = by_count  # type: ignore[assignment]
+    try:
+        yield retained
+    finally:
+        hudi.hudi_options = by_age
+
+
+def life(
+    spark: Any,
+    out: Path,
+    *,
+    runs: int,
+    rows: int,
+    changes: int,
+    table_type: str,
+    seed: int = 1,
+    retain_hours: int = 24,
+    cadence_minutes: int = 15,
+) -> dict[str, Any]:
+    """The soak in ``spark``: its figures (what ``main`` records)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with kept_by_cadence(retain_hours, cadence_minutes) as retained:
+        sink, table = make_table(spark, out, table_type, rows)
+        folder = out / "changes"
+        keys, rng = Keys(rows), random.Random(seed)
+        timings: list[dict[str, Any]] = []
+        reads: list[dict[str, Any]] = []
+        rows_read = 0
+        for run in range(1, runs + 1):
+            write_changes(folder, run_changes(keys, rng, run, changes), PARTITIONS, per_file=500)
+            timed = timed_run(spark, sink, table, folder)
+            timings.append(
+                {
+                    "run": run,
+                    "seconds": timed["seconds"],
+                    "stages": timed["stages"],
+                    "load": round(os.getloadavg()[0], 2),  # other work on the machine, if any
+                }
+            )
+            print(f"run {run}: {timed['seconds']:.2f} s {timed['stages']}", flush=True)
+            if run in (10, runs):
+                seconds, rows_read = timed_read(spark, sink.root)
+                reads.append({"after_run": run, "seconds": seconds, "rows": rows_read})
+                print(f"read after run {run}: {seconds:.2f} s, {rows_read} rows", flush=True)
+    counts = object_counts(Path(sink.root), Path(sink.sidecar))
+    expected = len(keys.live)
+    return {
+        "table_path": sink.root,
+        "table_type": table_type,
+        "expected_rows": expected,
+        "rows": rows,
+        "changes_per_run": changes,
+        "retain_hours": retain_hours,
+        "cadence_minutes": cadence_minutes,
+        "commits_retained": retained,
+        "runs": timings,
+        "reads": reads,
+        "counts": counts,
+        "targets": targets(timings, reads, counts, expected_rows=expected, rows_read=rows_read),
+        "machine": machine(spark),
+        "at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -196,44 +324,28 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--retain-hours", type=int, default=24, help="lake.retain_hours")
+    parser.add_argument("--cadence-minutes", type=int, default=15, help="a run every …")
     args = parser.parse_args()
 
     from cdclake_merge.session import local_session
 
     args.out.mkdir(parents=True, exist_ok=True)
     spark = local_session(args.out / "warehouse", app_name="table-life")
-    sink, table = make_table(spark, args.out, args.table_type, args.rows)
-    changes = args.out / "changes"
-    keys, rng = Keys(args.rows), random.Random(args.seed)
-    runs: list[dict[str, Any]] = []
-    reads: list[dict[str, Any]] = []
-    rows_read = 0
-    for run in range(1, args.runs + 1):
-        write_changes(changes, run_changes(keys, rng, run, args.changes), PARTITIONS, per_file=500)
-        timed = timed_run(spark, sink, table, changes)
-        runs.append({"run": run, "seconds": timed["seconds"], "stages": timed["stages"]})
-        print(f"run {run}: {timed['seconds']:.2f} s {timed['stages']}", flush=True)
-        if run in (10, args.runs):
-            seconds, rows_read = timed_read(spark, sink.root)
-            reads.append({"after_run": run, "seconds": seconds, "rows": rows_read})
-            print(f"read after run {run}: {seconds:.2f} s, {rows_read} rows", flush=True)
-    counts = object_counts(Path(sink.root), Path(sink.sidecar))
-    figures = {
-        "table_path": sink.root,
-        "table_type": args.table_type,
-        "expected_rows": len(keys.live),
-        "rows": args.rows,
-        "changes_per_run": args.changes,
-        "runs": runs,
-        "reads": reads,
-        "counts": counts,
-        "targets": targets(runs, reads, counts, expected_rows=len(keys.live), rows_read=rows_read),
-        "machine": machine(spark),
-        "at": dt.datetime.now(dt.UTC).isoformat(),
-    }
+    figures = life(
+        spark,
+        args.out,
+        runs=args.runs,
+        rows=args.rows,
+        changes=args.changes,
+        table_type=args.table_type,
+        seed=args.seed,
+        retain_hours=args.retain_hours,
+        cadence_minutes=args.cadence_minutes,
+    )
     spark.stop()
     (args.out / "table_life.json").write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps({"counts": counts, "targets": figures["targets"]}, indent=2))
+    print(json.dumps({"counts": figures["counts"], "targets": figures["targets"]}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
-"""The README's benchmark commands, on small inputs: they run, check themselves, write figures."""
+"""The README's benchmark commands, on small inputs: they run, check themselves, write figures.
+
+The throughput and first-load benches run as the README runs them (their own JVM: what they
+compare is JVM work); the incremental and table-life benches run their measuring functions in
+the tests' one Spark session."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +16,16 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.slow
+
+
+def bench_module(repo_root: Path, name: str) -> Any:
+    """``bench/<name>.py`` imported, to run in the tests' one Spark session."""
+    path = repo_root / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_bench(script: Path, tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
@@ -59,27 +74,24 @@ def test_merge_throughput_small_run_writes_consistent_results(
     assert "targets" in printed
 
 
+@pytest.mark.spark
+@pytest.mark.hudi
 def test_merge_incremental_small_run_writes_consistent_results(
-    repo_root: Path, tmp_path: Path
+    spark,  # type: ignore[no-untyped-def]
+    repo_root: Path,
+    tmp_path: Path,
 ) -> None:
-    figures, printed = run_bench(
-        repo_root / "bench" / "merge_incremental.py",
-        tmp_path,
-        "--small=100",
-        "--large=1000",
-        "--changes=200",
-        "--history-files=40",
-        "--no-warm-up",
-        "--table-type=MERGE_ON_READ",  # the table types differ in the sink, tested elsewhere
+    bench = bench_module(repo_root, "merge_incremental")
+    incremental = bench.bench_incremental(
+        spark, tmp_path, [100, 1000], 200, warm_up=False, table_types=("MERGE_ON_READ",)
     )
-    assert list(figures["incremental"]) == ["MERGE_ON_READ"]
-    runs = figures["incremental"]["MERGE_ON_READ"]["runs"]
+    assert list(incremental) == ["MERGE_ON_READ"]
+    runs = incremental["MERGE_ON_READ"]["runs"]
     assert [run["result"]["files_applied"] for run in runs.values()] == [4, 4]
     assert all(run["result"]["events_read"] == 200 for run in runs.values())
-    history = figures["history"]
+    history = bench.bench_history(spark, tmp_path, 40)
     assert (history["files_applied"], history["noop_committed"]) == (40, False)
     assert 0 < history["checkpoint_bytes"] < history["names_as_json_bytes"] * 10
-    assert figures["machine"]["load_average"] and "history:" in printed
 
 
 def test_initial_load_small_run_writes_consistent_results(repo_root: Path, tmp_path: Path) -> None:
@@ -92,25 +104,17 @@ def test_initial_load_small_run_writes_consistent_results(repo_root: Path, tmp_p
     assert "target <= 2.0x" in printed
 
 
-def test_table_life_small_run_writes_consistent_results(repo_root: Path, tmp_path: Path) -> None:
-    out = tmp_path / "life"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(repo_root / "bench" / "table_life.py"),
-            "--runs=3",
-            "--rows=300",
-            "--changes=40",
-            "--table-type=MERGE_ON_READ",
-            f"--out={out}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_table_life_small_run_writes_consistent_results(
+    spark,  # type: ignore[no-untyped-def]
+    repo_root: Path,
+    tmp_path: Path,
+) -> None:
+    bench = bench_module(repo_root, "table_life")
+    figures = bench.life(
+        spark, tmp_path / "life", runs=3, rows=300, changes=40, table_type="MERGE_ON_READ"
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads((out / "table_life.json").read_text())
     assert [run["run"] for run in figures["runs"]] == [1, 2, 3]
     assert [read["after_run"] for read in figures["reads"]] == [3]
     assert figures["reads"][0]["rows"] == figures["expected_rows"]
@@ -118,3 +122,20 @@ def test_table_life_small_run_writes_consistent_results(repo_root: Path, tmp_pat
     assert figures["counts"]["pending_instants"] == []
     assert len(figures["counts"]["savepoints"]) == 1  # the day's first commit
     assert figures["targets"]["last_runs_vs_runs_11_to_50"]["met"] is None  # too few runs
+    assert 0 < figures["counts"]["read_optimized_bytes"] <= figures["counts"]["data_bytes"]
+
+
+def test_table_life_kept_by_cadence_keeps_a_day_of_runs_then_gives_the_options_back(
+    repo_root: Path,
+) -> None:
+    from cdclake_merge import hudi
+
+    bench = bench_module(repo_root, "table_life")
+    by_age = hudi.hudi_options
+    with bench.kept_by_cadence(24, 15) as retained:
+        options = hudi.hudi_options(database="d", table="t", record_key=("id",))
+    assert retained == 96
+    assert options["hoodie.clean.policy"] == "KEEP_LATEST_COMMITS"
+    assert options["hoodie.cleaner.commits.retained"] == "96"
+    assert int(options["hoodie.keep.min.commits"]) > 96
+    assert hudi.hudi_options is by_age

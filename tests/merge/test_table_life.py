@@ -228,6 +228,36 @@ def test_recovery_pending_compaction_is_completed_by_the_next_run(spark, tmp_pat
     assert lake.visible() == [{"id": 1, "name": "last"}]
 
 
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_metadata_table_compacts_after_a_compaction_left_pending(
+    spark, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    # Hudi skips the metadata table's compaction while a data instant before it is pending,
+    # and stops every write after 1,000 metadata delta commits so: the left plan must not hold
+    # it back. The metadata table compacts every 10 of its delta commits (Hudi's default).
+    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
+    lake.write("00.json", [c(1, 10)])
+    lake.merge()
+    lake.write("01.json", [u(1, 11, "v1")])
+    lake.merge()  # a log file: something to compact
+    root = Path(lake.sink.root)
+    due_now = "hoodie.compact.inline.max.delta.commits=1"
+    spark.sql(
+        f"CALL run_compaction(op => 'schedule', path => 'file://{root}', options => '{due_now}')"
+    ).collect()
+    [plan] = [p.name.split(".")[0] for p in (root / ".hoodie").glob("*.compaction.requested")]
+
+    for i in range(2, 8):  # the metadata table's 10th delta commit is in the 7th run
+        lake.write(f"{i:02d}.json", [u(1, 10 + i, f"v{i}")])
+        lake.merge()
+
+    metadata = root / ".hoodie" / "metadata" / ".hoodie"
+    compacted = sorted(p.name.split(".")[0] for p in metadata.glob("*.commit"))
+    assert compacted and compacted[-1] > plan, compacted
+    assert lake.visible() == [{"id": 1, "name": "v7"}]
+
+
 def test_sidecar_garbage_checkpoints_before_the_oldest_kept_go() -> None:
     names = ["v00000001.json", "v00000002.json", "v00000003.json", "standalone.json"]
     assert sidecar_garbage(names, [], 3, []) == [
