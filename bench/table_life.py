@@ -248,7 +248,7 @@ def kept_by_cadence(retain_hours: int, cadence_minutes: int) -> Iterator[int]:
         options["hoodie.keep.max.commits"] = str(max(40, retained + 11))
         return options
 
-    hudi.hudi_options = by_count  # type: ignore[assignment]
+    hudi.hudi_options = by_count
     try:
         yield retained
     finally:
