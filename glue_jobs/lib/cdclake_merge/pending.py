@@ -11,7 +11,7 @@ each folder after it. Nothing here imports Spark or the CDK: a Lambda with boto3
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +47,33 @@ class TablePaths:
         return TablePaths(root, join(root, ".hoodie"), sidecar)
 
 
+class LazyTimeline(Mapping[str, str]):
+    """``{instant file name: its JSON}`` of the named completed instants, each file read when
+    first looked up: :func:`newest_checkpoint_name` walks newest first and stops at the first
+    commit naming a checkpoint, so a dispatcher turn reads one commit file a table (two after
+    a MERGE_ON_READ compaction), not every one it might have to look at."""
+
+    def __init__(self, fs: FileSystem, timeline: str, names: list[str]) -> None:
+        self._fs, self._timeline, self._names = fs, timeline, names
+        self._read: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            self._read[name] = self._fs.read_text(join(self._timeline, name))
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def newest_checkpoint_name(timeline: Mapping[str, str]) -> str | None:
-    """From ``{instant file name: its JSON}``, the checkpoint the newest commit names."""
+    """From ``{instant file name: its JSON}``, the checkpoint the newest commit names; only
+    the commits newer than it are looked up."""
     for name in sorted(timeline, reverse=True):
         if not name.endswith(COMPLETED):
             continue
@@ -66,8 +91,7 @@ def newest_checkpoint(fs: FileSystem, paths: TablePaths) -> dict[str, Any] | Non
     """
     names = [n for n in fs.list_dir(paths.timeline) if n.endswith(COMPLETED)]
     newest = sorted(names, reverse=True)[:CHECKPOINT_SEARCH]
-    timeline = {n: fs.read_text(join(paths.timeline, n)) for n in newest}
-    name = newest_checkpoint_name(timeline)
+    name = newest_checkpoint_name(LazyTimeline(fs, paths.timeline, newest))
     if name is not None:
         return {**json.loads(fs.read_text(join(paths.sidecar, name))), "exists": True}
     if names:

@@ -23,6 +23,7 @@ from typing import Any
 from cdclake_merge.pending import (
     CHECKPOINT_SEARCH,
     COMPLETED,
+    LazyTimeline,
     TablePaths,
     newest_checkpoint_name,
 )
@@ -161,7 +162,7 @@ def prune_sidecar(
         (n for n in timeline_names if n.endswith(COMPLETED) and n <= oldest_savepoint + "~"),
         reverse=True,
     )[:CHECKPOINT_SEARCH]
-    named = newest_checkpoint_name({n: fs.read_text(join(paths.timeline, n)) for n in at_or_before})
+    named = newest_checkpoint_name(LazyTimeline(fs, paths.timeline, at_or_before))
     if named is None:
         return []
     oldest = json.loads(fs.read_text(join(paths.sidecar, named)))
