@@ -5,8 +5,9 @@ environment's dispatcher every turn, for every table it could read (0 when nothi
 age of the oldest waiting change file otherwise), and from each merge run that applied events.
 The lag alarm's period is the table's freshness objective: a period without any datapoint
 means nothing could read the table in that time (the dispatcher is stopped or failing, the
-table unreadable, its capture never delivered a change) and counts as breaching, like a lag
-over the objective. Quarantined lines are events: any in five minutes alarms, silence is fine.
+table unreadable) and counts as breaching, like a lag over the objective. A table that never
+received a change file reports 0 (nothing waits), so a new or empty table does not page.
+Quarantined lines are events: any in five minutes alarms, silence is fine.
 
 The dispatcher's own failures (a table it cannot read, a start Glue refused, lag it could not
 publish: the turn ends in an error) alarm within the hour, before a freshness objective would.

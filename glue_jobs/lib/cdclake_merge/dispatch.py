@@ -84,8 +84,7 @@ class Decision:
     job: str | None = None
     run_id: str | None = None
     failed: bool = False  # the table could not be read, or Glue refused the start
-    # Epoch seconds before which every change file is applied; None: not read, or the table
-    # never received a change file (a capture that delivers nothing must not look fresh).
+    # Epoch seconds before which every change file is applied; None: not read.
     watermark: float | None = None
     workers: int | None = None  # the run's workers (its maximum); None: the job's own
     worker_type: str | None = None
@@ -138,8 +137,10 @@ def watermark(survey: Survey) -> float | None:
         return None
     if pending.files:
         return pending.oldest
-    # Nothing waits: caught up as of the listing, if any change file ever arrived.
-    return survey.listed_at if pending.received else None
+    # Nothing waits: caught up as of the listing, a table that never received a change file
+    # too (an empty table must not page). A capture that delivers nothing shows in the age of
+    # its newest heartbeat instead (cdclake_merge.metrics), for all its tables at once.
+    return survey.listed_at
 
 
 def one_line(exc: BaseException) -> str:

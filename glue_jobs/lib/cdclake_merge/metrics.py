@@ -18,8 +18,9 @@ The contract other readers rely on (``cdclake status``, the dashboard, the alarm
 * the dispatcher, every turn, for each table it could read (:func:`lag_data`): now minus its
   watermark, the moment up to which every change file is applied: 0 when nothing waits, the
   age of the oldest waiting change file otherwise. A table stuck behind waiting files grows
-  past its objective; a quiet, caught-up one does not. A table it could not read, or one that
-  never received a change file, gets no datapoint: its alarm treats missing data as breaching.
+  past its objective; a quiet, caught-up one does not, nor does one that never received a
+  change file (nothing waits for it: an empty table must not page). A table it could not read
+  gets no datapoint: its alarm treats missing data as breaching.
 
 Publishing is done by the entry points (the Glue script, ``cdclake merge --env``, the
 dispatcher) after their work, never by the merge stages: a failure to publish is one logged
@@ -138,7 +139,7 @@ def lag_data(
     environment: str, lags: Mapping[str, float | None], now: datetime
 ) -> list[dict[str, Any]]:
     """``LagSeconds`` of each table in ``lags`` (``{schema.table: seconds}``); a table whose
-    lag is None (not read, never received a change) gets no datum."""
+    lag is None (not read) gets no datum."""
     return [
         datum(LAG, max(lag, 0.0), environment=environment, table=table, now=now)
         for table, lag in lags.items()

@@ -121,7 +121,6 @@ class Pending:
     files: tuple[ChangeFile, ...]
     version: int  # of the last commit (0: none yet)
     catalog_unsynced: bool = False  # the last commit's catalog registration did not finish
-    received: bool = False  # a run has applied change files before (a checkpoint exists)
 
     @property
     def oldest(self) -> float | None:
@@ -142,8 +141,7 @@ def pending_files(
 def table_pending(fs: FileSystem, *, warehouse: str, table: str, changes: str) -> Pending:
     """What waits for ``DATABASE.TABLE`` under ``warehouse``, from its last commit."""
     paths = TablePaths.of(warehouse, table)
-    found = newest_checkpoint(fs, paths)
-    checkpoint = found or {}
+    checkpoint = newest_checkpoint(fs, paths) or {}
     legacy = checkpoint.get("applied_files")
     files = pending_files(
         fs,
@@ -156,4 +154,4 @@ def table_pending(fs: FileSystem, *, warehouse: str, table: str, changes: str) -
         None,
         version + 1,
     )
-    return Pending(files, version, unsynced, received=found is not None)
+    return Pending(files, version, unsynced)
