@@ -10,6 +10,12 @@ Each table's ``lag_seconds`` is the lag the dispatcher publishes (0: nothing wai
 age of the oldest waiting change file). On AWS the dispatcher Lambda publishes it every turn;
 on ``--env local``, which has no Lambda, this command publishes it (``Environment=local``)
 where boto3 finds a region, as ``cdclake merge --env local`` publishes a run's metrics.
+
+A table whose runs fail is parked or backs off (``reason`` says which and until when;
+:mod:`cdclake_merge.dispatch`). ``--resume TABLE`` lets a parked table start again: it writes
+the resume in the table's sidecar, where the dispatcher reads it, then decides as usual. On
+``--env local`` each run this command makes is kept in the table's sidecar as Glue keeps a
+job's runs, so the local stack parks and backs off alike.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cdclake_merge.dispatch import Decision, Target
+from cdclake_merge.storage import FileSystem
 from environment.config import EnvironmentConfig
 
 
@@ -57,16 +64,21 @@ def local_targets(config: EnvironmentConfig) -> list[Target]:
     return targets
 
 
-def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[str, Any]:
+def merge_locally(
+    config: EnvironmentConfig, decisions: list[Decision], targets: list[Target], fs: FileSystem
+) -> dict[str, Any]:
     """Run the merges decided on, here, as ``cdclake merge --env local`` runs one; per table
-    the run's counts, or its error in one line."""
+    the run's counts, or its error in one line. Each run is kept where the next decision reads
+    it (:func:`cdclake_merge.dispatch.record_local_run`), with the failure line the Glue
+    entry prints, so a failure parks or backs off as on AWS."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path, local_place
     from cdclake.quarantine import open_table
-    from cdclake_merge.dispatch import one_line
+    from cdclake_merge.dispatch import Run, one_line, record_local_run
     from cdclake_merge.job import run_merge
 
     runs: dict[str, Any] = {}
+    by_table = {t.table: t for t in targets}
     factory = None
     for decision in decisions:
         if not decision.start:
@@ -79,12 +91,16 @@ def merge_locally(config: EnvironmentConfig, decisions: list[Decision]) -> dict[
             max_files=job.files_per_run(),
             max_bytes=job.bytes_per_run(),
         )
+        started = time.time()
         try:
             result = run_merge(factory, AnyFileSystem(), open_table(place, factory), options)
         except Exception as exc:  # one table's failed merge stops no other
             runs[decision.table] = {"error": one_line(exc)}
+            failed = Run("FAILED", started, time.time(), f"cdclake merge failed: {exc}")
+            record_local_run(fs, by_table[decision.table], failed)
             continue
         runs[decision.table] = result.as_dict()
+        record_local_run(fs, by_table[decision.table], Run("SUCCEEDED", started, time.time()))
     return runs
 
 
@@ -100,6 +116,18 @@ def publish_local_lag(environment: str, decisions: list[Decision], now: float) -
         return
     lags = {d.table: d.lag_seconds(now) for d in decisions}
     publish_lags(environment, lags, now=dt.datetime.fromtimestamp(now, dt.UTC))
+
+
+def resume_target(fs: FileSystem, targets: list[Target], table: str | None) -> None:
+    """Record that ``table`` (when given) may start again; its job must be readable."""
+    from cdclake_merge.dispatch import resume
+
+    if table is None:
+        return
+    found = [t for t in targets if t.table == table]
+    if not found:
+        raise typer.BadParameter(f"{table}: its merge job was not found")
+    resume(fs, found[0], time.time())
 
 
 def render(decisions: list[Decision], runs: dict[str, Any], console: Console) -> None:
@@ -136,6 +164,10 @@ def dispatch_command(
     config_dir: Annotated[
         Path | None, typer.Option("--config-dir", help="folder of the environment files")
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="a parked lake table (schema.table) may start again"),
+    ] = None,
 ) -> None:
     """Start the merge of each lake table whose change files wait (the dispatcher's decision)."""
     import boto3
@@ -145,20 +177,32 @@ def dispatch_command(
     from environment.config import load_config
 
     config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
-    budget = config.lake.dispatch.max_concurrent_runs
+    if resume is not None and dry_run:
+        raise typer.BadParameter("a dry run changes nothing: --resume without --dry-run")
+    if resume is not None and resume not in {t.name for t in config.lake_tables}:
+        names = ", ".join(t.name for t in config.lake_tables)
+        raise typer.BadParameter(f"{resume}: not a lake table of {config.env} ({names})")
+    fs = AnyFileSystem()
+    policy = config.lake.dispatch
+    turn = {
+        "budget": policy.max_concurrent_runs,
+        "retry_share": policy.retry_share,
+        "interval_seconds": float(policy.backoff_unit_seconds()),
+        "environment": config.env,
+    }
     runs: dict[str, Any] = {}
     if config.env == "local":
         targets = local_targets(config)
-        decisions = dispatch(targets, fs=AnyFileSystem(), glue=None, budget=budget, dry_run=True)
+        resume_target(fs, targets, resume)
+        decisions = dispatch(targets, fs=fs, glue=None, dry_run=True, **turn)
         if not dry_run:  # a dry run changes nothing, CloudWatch included
             publish_local_lag(config.env, decisions, time.time())
-            runs = merge_locally(config, decisions)
+            runs = merge_locally(config, decisions, targets, fs)
     else:
         glue = boto3.client("glue", region_name=config.region)
         targets, missing = aws_targets(config, glue)
-        decisions = missing + dispatch(
-            targets, fs=AnyFileSystem(), glue=glue, budget=budget, dry_run=dry_run
-        )
+        resume_target(fs, targets, resume)
+        decisions = missing + dispatch(targets, fs=fs, glue=glue, dry_run=dry_run, **turn)
         decisions.sort(key=lambda d: d.table)
     if json_output:
         now = time.time()

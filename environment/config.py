@@ -342,8 +342,8 @@ class GlueJobConfig(_Model):
 
     def bytes_per_executor(self) -> int:
         """Bytes one executor (a worker beside the driver) applies in half the timeout at the
-        measured rate: the byte cap's unit, and what the dispatcher sizes a run by
-        (``cdclake_merge.dispatch.Sizing``, from the job's arguments)."""
+        measured rate: the byte cap's unit (the dispatcher's is :meth:`LakeConfig.dispatch_of`,
+        within the table's freshness objective when that is sooner)."""
         return int(self._planned_vcpu_seconds_per_executor() * MERGE_BYTES_PER_VCPU_SECOND)
 
     def files_per_run(self) -> int:
@@ -382,6 +382,13 @@ class DispatchConfig(_Model):
         description="merge runs of this environment in progress at once, at most (below "
         "Glue's account quota of 50 concurrent runs)",
     )
+    retry_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="the share of max_concurrent_runs that runs of failing tables may take "
+        "(at least one run): tables whose last run succeeded start first",
+    )
 
     @field_validator("schedule")
     @classmethod
@@ -397,6 +404,11 @@ class DispatchConfig(_Model):
             return int(rate[1]) * {"minute": 1, "hour": 60, "day": 1440}[rate[2]]
         cron = re.fullmatch(r"cron\((?:0|\*)/(\d+) \* \* \* \? \*\)", self.schedule)
         return int(cron[1]) if cron else None
+
+    def backoff_unit_seconds(self) -> int:
+        """The first retry's wait after a transient failure (then 2, 4 … times it): one turn,
+        or an hour where the schedule is a cron with no fixed interval."""
+        return (self.interval_minutes() or 60) * 60
 
 
 class LakeConfig(_Model):
@@ -459,6 +471,25 @@ class LakeConfig(_Model):
         if table.hudi_table_type == "MERGE_ON_READ":
             services["compaction_io_mb"] = self.glue_job_of(table).compaction_io_mb()
         return services
+
+    def dispatch_of(self, table: TableConfig) -> dict[str, int]:
+        """The dispatcher's bounds of a run of the table (the Glue job's arguments of these
+        names, which the script ignores): at least min_workers, and an executor per what one
+        merges at the measured incremental rate within the table's freshness objective or half
+        the timeout, the sooner, so a backlog that min_workers cannot apply in that time gets
+        more; on MERGE_ON_READ also per what one compacts in that time of the compaction's
+        budget, on the runs whose inline compaction is due."""
+        job = self.glue_job_of(table)
+        seconds = min(self.freshness_of(table) * 60, job.timeout_minutes * 60 * RUN_TIMEOUT_SHARE)
+        vcpus = WORKER_VCPUS[job.worker_type]
+        sizing = {
+            "dispatch_min_workers": job.min_workers,
+            "dispatch_bytes_per_executor": int(vcpus * seconds * MERGE_BYTES_PER_VCPU_SECOND),
+        }
+        if table.hudi_table_type == "MERGE_ON_READ":
+            compacted = int(vcpus * seconds * COMPACTION_BYTES_PER_VCPU_SECOND)
+            sizing["dispatch_compaction_bytes_per_executor"] = compacted
+        return sizing
 
     def freshness_of(self, table: TableConfig) -> int:
         """Minutes the table may lag its source before its alarm fires."""

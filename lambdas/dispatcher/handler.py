@@ -6,7 +6,9 @@ The environment's merge jobs are the Glue jobs tagged ``cdclake:merge-jobs`` =
 where its changes and its Hudi table are; the decision
 (:mod:`cdclake_merge.dispatch`) lists what waits as the merge does, asks Glue for runs in
 progress, and starts the tables with files waiting, oldest first, while the runs in progress
-stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing. Each run
+stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing. A table
+whose runs fail is parked or backs off (``BACKOFF_UNIT_SECONDS`` the first wait), and retries
+take at most ``RETRY_SHARE`` of the budget (:mod:`cdclake_merge.dispatch`). Each run
 starts with the workers its pending bytes need, within the bounds in its job's default
 arguments (``--dispatch_min_workers``, ``NumberOfWorkers``).
 
@@ -20,7 +22,8 @@ A job that cannot be read or started is logged and the others go on; the invocat
 fails, so that Lambda's error metric shows it. The next schedule decides afresh: a start
 missed now is made then.
 
-Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``METRICS_ENVIRONMENT``. AWS
+Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``RETRY_SHARE``,
+``BACKOFF_UNIT_SECONDS``, ``METRICS_ENVIRONMENT``. AWS
 clients honour the standard ``AWS_ENDPOINT_URL``.
 """
 
@@ -99,7 +102,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     glue = boto3.client("glue")
     jobs = merge_jobs(glue, os.environ["MERGE_JOB_PREFIX"])
     targets, failures = targets_of(glue, jobs)
-    decisions = dispatch(targets, fs=S3FileSystem(), glue=glue, budget=budget)
+    decisions = dispatch(
+        targets,
+        fs=S3FileSystem(),
+        glue=glue,
+        budget=budget,
+        retry_share=float(os.environ["RETRY_SHARE"]),
+        interval_seconds=float(os.environ["BACKOFF_UNIT_SECONDS"]),
+        environment=environment,
+    )
     for decision in decisions:
         log_decision(decision)
         if decision.failed:

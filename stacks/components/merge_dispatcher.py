@@ -65,6 +65,8 @@ class MergeDispatcher(Construct):
             environment={
                 "MERGE_JOB_PREFIX": job_prefix,
                 "MAX_CONCURRENT_RUNS": str(config.max_concurrent_runs),
+                "RETRY_SHARE": str(config.retry_share),
+                "BACKOFF_UNIT_SECONDS": str(config.backoff_unit_seconds()),
                 "METRICS_ENVIRONMENT": environment,
             },
             libraries=[MERGE_LIBRARY],

@@ -259,8 +259,9 @@ class MergeJobs(Construct):
                     "--environment": environment,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.
-                    "--dispatch_min_workers": str(job_config.min_workers),
-                    "--dispatch_bytes_per_executor": str(job_config.bytes_per_executor()),
+                    **{
+                        f"--{name}": str(value) for name, value in config.dispatch_of(table).items()
+                    },
                     # Glue's own.
                     "--datalake-formats": "hudi",
                     "--conf": glue_conf(SPARK_CONF),

@@ -94,6 +94,18 @@ def test_dispatcher_function_budget_from_config_outside_vpc(env: Any) -> None:
     assert "VpcConfig" not in function
 
 
+def test_dispatcher_function_retry_share_and_backoff_unit_from_config(env: Any) -> None:
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    dispatch = env.config.lake.dispatch
+    variables = function["Environment"]["Variables"]
+    assert (variables["RETRY_SHARE"], variables["BACKOFF_UNIT_SECONDS"]) == (
+        str(dispatch.retry_share),
+        str(dispatch.backoff_unit_seconds()),
+    )
+
+
 def test_dispatcher_role_starts_only_merge_jobs(env: Any) -> None:
     glue = [
         s

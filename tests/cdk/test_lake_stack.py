@@ -464,8 +464,14 @@ def test_lake_glue_job_run_caps_and_dispatch_bounds_follow_the_tables_workers(en
         args = jobs(env)[table.name]["DefaultArguments"]
         assert args["--max_bytes_per_run"] == str(job_config.bytes_per_run())
         assert args["--max_files_per_run"] == str(job_config.files_per_run())
-        assert args["--dispatch_min_workers"] == str(job_config.min_workers)
-        assert args["--dispatch_bytes_per_executor"] == str(job_config.bytes_per_executor())
+        sizing = env.config.lake.dispatch_of(table)
+        assert args["--dispatch_min_workers"] == str(sizing["dispatch_min_workers"])
+        assert args["--dispatch_bytes_per_executor"] == str(sizing["dispatch_bytes_per_executor"])
+        assert args.get("--dispatch_compaction_bytes_per_executor") == (
+            str(sizing["dispatch_compaction_bytes_per_executor"])
+            if table.hudi_table_type == "MERGE_ON_READ"
+            else None
+        )
 
 
 def test_lake_glue_job_merge_on_read_compaction_budget_follows_the_tables_workers(

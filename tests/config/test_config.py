@@ -461,3 +461,68 @@ def test_glue_job_compaction_io_is_a_quarter_timeout_of_executor_rewrites() -> N
     job = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
     # 1 executor x 4 vCPUs x 900 s x 5 MiB/s
     assert job.compaction_io_mb() == 18_000
+
+
+# --- the dispatcher's failures and sizing (issue 47) ---------------------------------------------
+
+
+def test_load_config_dispatch_retry_share_above_one_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"dispatch": {"retry_share": 1.5}}
+    with pytest.raises(ConfigError, match=r"lake\.dispatch\.retry_share"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_load_config_dispatch_retry_share_zero_is_rejected(tmp_path: Path) -> None:
+    data = _minimal()
+    data["lake"] = {"dispatch": {"retry_share": 0}}
+    with pytest.raises(ConfigError, match=r"lake\.dispatch\.retry_share"):
+        load_config(path=_write(tmp_path, data))
+
+
+def test_dispatch_config_backoff_unit_of_a_rate_is_one_turn() -> None:
+    from environment.config import DispatchConfig
+
+    assert DispatchConfig(schedule="rate(15 minutes)").backoff_unit_seconds() == 900
+
+
+def test_dispatch_config_backoff_unit_of_a_daily_cron_is_an_hour() -> None:
+    from environment.config import DispatchConfig
+
+    assert DispatchConfig(schedule="cron(0 12 * * ? *)").backoff_unit_seconds() == 3600
+
+
+def test_lake_config_dispatch_of_sizes_within_a_freshness_sooner_than_half_the_timeout(
+    tmp_path: Path,
+) -> None:
+    data = _sized_tables({}, timeout_minutes=120)
+    data["lake"]["freshness_minutes"] = 20  # type: ignore[index]
+    config = load_config(path=_write(tmp_path, data))
+    sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
+    # 4 vCPUs x 20 minutes at 768 KiB a second a vCPU (half the timeout is 60 minutes)
+    assert sizing["dispatch_bytes_per_executor"] == 4 * 1200 * 768 * 1024
+
+
+def test_lake_config_dispatch_of_sizes_within_half_a_timeout_sooner_than_freshness(
+    tmp_path: Path,
+) -> None:
+    data = _sized_tables({}, timeout_minutes=30)
+    config = load_config(path=_write(tmp_path, data))
+    sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
+    # 4 vCPUs x 15 minutes (freshness 60)
+    assert sizing["dispatch_bytes_per_executor"] == 4 * 900 * 768 * 1024
+
+
+def test_lake_config_dispatch_of_merge_on_read_sizes_its_compaction(tmp_path: Path) -> None:
+    data = _sized_tables({})
+    data["tables"][0]["hudi_table_type"] = "MERGE_ON_READ"  # type: ignore[index]
+    config = load_config(path=_write(tmp_path, data))
+    sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
+    # 4 vCPUs x 30 minutes (half of 60) at 5 MiB a second a vCPU
+    assert sizing["dispatch_compaction_bytes_per_executor"] == 4 * 1800 * 5 * 1024**2
+
+
+def test_lake_config_dispatch_of_copy_on_write_has_no_compaction(tmp_path: Path) -> None:
+    config = load_config(path=_write(tmp_path, _sized_tables({})))
+    sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
+    assert "dispatch_compaction_bytes_per_executor" not in sizing

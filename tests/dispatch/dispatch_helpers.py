@@ -285,9 +285,11 @@ def create_sized_job(
     max_workers: int,
     bytes_per_executor: int,
     max_bytes_per_run: int | None = None,
+    compaction: dict[str, str] | None = None,
 ) -> str:
     """The table's merge job as the stack defines it with worker bounds: G.1X workers up to
-    ``max_workers`` (auto scaling on) and the dispatcher's arguments."""
+    ``max_workers`` (auto scaling on) and the dispatcher's arguments (``compaction``: a
+    MERGE_ON_READ job's)."""
     name = job_name(table)
     world.glue.create_job(
         Name=name,
@@ -312,6 +314,7 @@ def create_sized_job(
                 if max_bytes_per_run is not None
                 else {}
             ),
+            **(compaction or {}),
         },
     )
     return name
@@ -347,3 +350,85 @@ def rendered_rows(decisions: list[Any], runs: dict[str, Any]) -> dict[str, list[
         if len(cells) == 7:
             rows[cells[0]] = cells
     return rows
+
+
+# --- failed runs (parked, backing off) -----------------------------------------------------------
+
+ACCOUNT = "123456789012"  # moto's default
+# The entry's failure line (glue_jobs/merge_job.py) around cdclake_merge.job's gate message.
+BAD_FRACTION_ERROR = (
+    "cdclake merge failed:\n3 of 10 lines of public.orders could not be applied (30.00% > "
+    "max_bad_fraction 1.00%); nothing committed; the bad lines are in "
+    "s3://q/public_orders/failed-v00000002; e.g. s3://c/a.json line 2: not JSON"
+)
+
+
+def end_run(
+    world: World,
+    table: str,
+    state: str,
+    *,
+    ended: float,
+    started: float | None = None,
+    error: str = "",
+) -> str:
+    """A run of the table's job that ended ``state`` at ``ended`` (epoch seconds), started at
+    ``started`` (default a minute before), with Glue's ``ErrorMessage``. moto's runs only
+    succeed: the run is started through the API and its record in moto's backend given the
+    end Glue would record."""
+    from datetime import UTC, datetime
+
+    from moto.glue.models import FakeJobRun, glue_backends
+
+    class EndedRun(FakeJobRun):
+        def as_dict(self) -> dict[str, Any]:
+            return {**super().as_dict(), "ErrorMessage": error} if error else super().as_dict()
+
+    name = job_name(table)
+    run_id = str(world.glue.start_job_run(JobName=name)["JobRunId"])
+    job = glue_backends[ACCOUNT][REGION].jobs[name]
+    (run,) = [r for r in job.job_runs if r.job_run_id == run_id]
+    run.__class__ = EndedRun
+    run.status = state
+    run.started_on = datetime.fromtimestamp(ended - 60 if started is None else started, UTC)
+    run.completed_on = datetime.fromtimestamp(ended, UTC)
+    return run_id
+
+
+def touch_job(world: World, table: str, at: float) -> None:
+    """The job's definition deployed again at ``at`` (epoch seconds), as UpdateJob records it
+    (moto has no UpdateJob: its backend's job is given the time)."""
+    from datetime import UTC, datetime
+
+    from moto.glue.models import glue_backends
+
+    job = glue_backends[ACCOUNT][REGION].jobs[job_name(table)]
+    job.last_modified_on = datetime.fromtimestamp(at, UTC)
+
+
+def write_delta_commits(world: World, table: str, count: int) -> None:
+    """``count`` MERGE_ON_READ delta commits after the table's last commit, each naming the
+    newest checkpoint (what waits stays as it was)."""
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    fs = S3FileSystem(world.s3)
+    (commit,) = [n for n in fs.list_dir(paths.timeline) if n.endswith(".commit")]
+    named = fs.read_text(join(paths.timeline, commit))
+    for i in range(count):
+        instant = f"{int(commit.split('.')[0]) + 1 + i:017d}"
+        fs.write_text(join(paths.timeline, f"{instant}.deltacommit"), named)
+
+
+def create_mor_job(world: World, table: str, *, compaction_io_mb: int) -> str:
+    """A MERGE_ON_READ table's sized merge job: G.1X up to 10 workers, an executor per MiB
+    merged and per MiB compacted, and the compaction's IO budget."""
+    return create_sized_job(
+        world,
+        table,
+        min_workers=2,
+        max_workers=10,
+        bytes_per_executor=1024**2,
+        compaction={
+            "--compaction_io_mb": str(compaction_io_mb),
+            "--dispatch_compaction_bytes_per_executor": str(1024**2),
+        },
+    )

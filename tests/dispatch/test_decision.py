@@ -161,3 +161,44 @@ def test_newest_checkpoint_name_compaction_without_checkpoint_looks_further_back
 
 def test_newest_checkpoint_name_no_commit_is_none() -> None:
     assert newest_checkpoint_name({"20260101000000000.commit.inflight": ""}) is None
+
+
+def test_sizing_compaction_due_adds_its_share_of_executors() -> None:
+    sizing = Sizing("G.1X", 2, 10, 1000, compaction_bytes=3000, compaction_bytes_per_executor=1000)
+    # 2 executors for the bytes, 3 for the compaction's budget, and the driver
+    assert sizing.workers_for(2000, compaction_due=True) == 6
+
+
+def test_sizing_compaction_not_due_sizes_the_bytes_alone() -> None:
+    sizing = Sizing("G.1X", 2, 10, 1000, compaction_bytes=3000, compaction_bytes_per_executor=1000)
+    assert sizing.workers_for(2000) == 3
+
+
+def test_sizing_of_merge_on_read_job_reads_its_compaction_budget() -> None:
+    definition = _definition(
+        **{"--compaction_io_mb": "3", "--dispatch_compaction_bytes_per_executor": "1000"}
+    )
+    sizing = sizing_of(definition)
+    assert sizing is not None
+    assert (sizing.compaction_bytes, sizing.compaction_bytes_per_executor) == (3 * 1024**2, 1000)
+
+
+def test_sizing_prod_backlog_beyond_min_workers_in_its_objective_gets_more_workers() -> None:
+    from environment.config import load_config
+
+    config = load_config("prod")
+    table = config.lake_table("public.order_lines")  # up to 8 workers
+    job = config.lake.glue_job_of(table)
+    arguments = {f"--{k}": str(v) for k, v in config.lake.dispatch_of(table).items()}
+    sizing = sizing_of(
+        {
+            "WorkerType": job.worker_type,
+            "NumberOfWorkers": job.number_of_workers,
+            "DefaultArguments": arguments,
+        }
+    )
+    assert sizing is not None
+    # The 100 GiB catch-up: at 768 KiB a second a vCPU a G.2X executor merges about
+    # 21 GiB in prod's hour, so 5 executors and the driver (at the first load's rate, or per
+    # half the timeout at 5 MiB/s, it got min_workers).
+    assert sizing.workers_for(100 * 1024**3) == 6 > job.min_workers

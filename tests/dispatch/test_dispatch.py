@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from cdclake_merge.dispatch import (
     Decision,
     dispatch,
+    recent_runs,
     run_in_progress,
     sizing_of,
     start_runs,
@@ -19,6 +21,8 @@ from cdclake_merge.dispatch import (
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
+    DATABASE,
+    LAKE,
     REGION,
     World,
     changes_of,
@@ -26,6 +30,7 @@ from tests.dispatch.dispatch_helpers import (
     commit_legacy,
     commit_standalone,
     create_job,
+    create_mor_job,
     create_sized_job,
     hold_runs,
     job_name,
@@ -33,6 +38,7 @@ from tests.dispatch.dispatch_helpers import (
     mark_catalog_unsynced,
     put_change_bytes,
     put_change_file,
+    write_delta_commits,
 )
 
 pytestmark = pytest.mark.moto
@@ -142,7 +148,7 @@ def test_run_in_progress_waiting_run_counts() -> None:
     with Stubber(glue) as stub:
         runs = [{"Id": "jr_2", "JobRunState": "WAITING"}, {"Id": "jr_1", "JobRunState": "FAILED"}]
         stub.add_response("get_job_runs", {"JobRuns": runs}, {"JobName": job, "MaxResults": 25})
-        assert run_in_progress(glue, job) == "WAITING"
+        assert run_in_progress(recent_runs(glue, job)) == "WAITING"
 
 
 def test_dispatch_start_refused_by_glue_fails_the_table(world: World) -> None:
@@ -226,7 +232,7 @@ def test_dispatch_commit_missing_from_catalog_goes_before_waiting_files(world: W
 # --- right-sized runs: each run's workers from the bytes waiting, within the job's bounds ------
 
 
-def _sized_dispatch(world: World, *sizes: int, **bounds: int) -> Decision:
+def _sized_dispatch(world: World, *sizes: int, **bounds: Any) -> Decision:
     """ORDERS with files of ``sizes`` bytes waiting, its job bounded by ``bounds``, dispatched."""
     for offset, size in enumerate(sizes):
         put_change_bytes(world, ORDERS, offset, size)
@@ -306,3 +312,39 @@ def test_sizing_of_bound_not_a_number_names_job_and_argument(world: World) -> No
     assert str(excinfo.value) == (
         f"Glue job {name}: --dispatch_min_workers must be a positive whole number: 'two'"
     )
+
+
+def _mor_dispatch(world: World, table: str, delta_commits: int, *extra: str) -> Decision:
+    """A MERGE_ON_READ table with ``delta_commits`` after its last compaction and 100 bytes
+    waiting, its job's compaction budget 3 MiB (3 executors' worth), dispatched."""
+    put_change_bytes(world, table, 0, 100)
+    commit_everything_listed(world, table)
+    write_delta_commits(world, table, delta_commits)
+    for name in extra:  # more timeline files, by name
+        world.s3.put_object(
+            Bucket=LAKE,
+            Key=f"warehouse/{DATABASE}.db/{table.replace('.', '_')}/.hoodie/{name}",
+            Body=b"",
+        )
+    put_change_bytes(world, table, 1, 100)
+    target = target_from_job(world.glue, create_mor_job(world, table, compaction_io_mb=3))
+    (decision,) = dispatch([target], fs=S3FileSystem(world.s3), glue=world.glue, budget=1)
+    return decision
+
+
+def test_dispatch_compaction_due_starts_more_workers_than_the_same_bytes_without(
+    world: World,
+) -> None:
+    due = _mor_dispatch(world, ORDERS, 4)  # this run's delta commit is the fifth
+    not_due = _mor_dispatch(world, CUSTOMERS, 3)
+    assert (due.workers, not_due.workers) == (5, 2)
+
+
+def test_dispatch_compaction_completed_after_the_delta_commits_is_not_due(world: World) -> None:
+    decision = _mor_dispatch(world, ORDERS, 4, "29991231000000000.commit")
+    assert decision.workers == 2
+
+
+def test_dispatch_compaction_planned_and_left_is_due(world: World) -> None:
+    decision = _mor_dispatch(world, ORDERS, 0, "29991231000000000.compaction.requested")
+    assert decision.workers == 5

@@ -4,12 +4,14 @@ started."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from lambdas.dispatcher.handler import DispatchFailed, handler
 from tests.dispatch.dispatch_helpers import (
+    BAD_FRACTION_ERROR,
     JOB_TAGS,
     PREFIX,
     REGION,
@@ -17,6 +19,7 @@ from tests.dispatch.dispatch_helpers import (
     World,
     create_job,
     create_sized_job,
+    end_run,
     handler_log,
     job_name,
     lake_on_moto,
@@ -38,6 +41,8 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("MAX_CONCURRENT_RUNS", "1")
+    monkeypatch.setenv("RETRY_SHARE", "0.5")
+    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
     monkeypatch.setenv("METRICS_ENVIRONMENT", "dev")
     monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
     with lake_on_moto() as created:
@@ -182,3 +187,28 @@ def test_dispatcher_handler_logs_each_job_not_dispatched_as_an_error(world: Worl
     (line,) = [json.loads(line) for line in log.getvalue().splitlines()]
     assert (line["level"], line["message"]) == ("ERROR", "merge job not dispatched")
     assert line["detail"].startswith(f"{odd}: Glue job {odd} has no --table")
+
+
+def test_dispatcher_handler_parks_and_backs_off_failing_tables_while_a_healthy_one_starts(
+    world: World,
+) -> None:
+    for table in ("public.orders", "public.customers", "public.items"):
+        create_job(world, table)
+        put_change_file(world, table, 0)
+    now = time.time()
+    end_run(world, "public.orders", "FAILED", started=now, ended=now, error=BAD_FRACTION_ERROR)
+    end_run(world, "public.customers", "TIMEOUT", ended=now)  # backs off a turn (900 s)
+    with handler_log() as log:
+        answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    reasons = {
+        line["table"]: line["reason"].split(" at ")[0].split(",")[0]
+        for line in map(json.loads, log.getvalue().splitlines())
+    }
+    assert (answer["started"], reasons) == (
+        1,
+        {
+            "public.orders": "parked: TooManyBadRecords",
+            "public.customers": "backoff: 1 failures",
+            "public.items": "1 change files wait",
+        },
+    )

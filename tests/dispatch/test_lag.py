@@ -50,6 +50,8 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("MAX_CONCURRENT_RUNS", "4")
+    monkeypatch.setenv("RETRY_SHARE", "0.5")
+    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
     monkeypatch.setenv("METRICS_ENVIRONMENT", ENVIRONMENT)
     monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
     with lake_on_moto() as created:

@@ -14,23 +14,41 @@ table reports 0 and a table whose files wait while its runs fail or never start 
 that grows.
 
 Each run started is sized to what waits (:class:`Sizing`): an executor per
-``--dispatch_bytes_per_executor`` of pending bytes (what a worker applies in half the timeout
-at the measured rate, ``environment.config.GlueJobConfig.bytes_per_executor``) and the driver,
-within the table's ``--dispatch_min_workers`` and its job's ``NumberOfWorkers``; Glue auto
-scaling releases what a run leaves idle. The bounds come from the job's default arguments:
-the Lambda has no config of its own.
+``--dispatch_bytes_per_executor`` of pending bytes (what a worker applies at the measured
+incremental rate within the table's freshness objective or half the timeout, the sooner;
+``environment.config.LakeConfig.dispatch_of``) and, on a MERGE_ON_READ run whose inline
+compaction is due, its share of the compaction's IO budget
+(``--dispatch_compaction_bytes_per_executor``), plus the driver; within the table's
+``--dispatch_min_workers`` and its job's ``NumberOfWorkers``. Glue auto scaling releases what a
+run leaves idle. The bounds come from the job's default arguments: the Lambda has no config of
+its own.
+
+A table whose runs fail is not started first every turn (:func:`failures_of`, from the same
+``GetJobRuns`` answer that finds the run in progress). A failure no retry can fix (the
+bad-fraction gate, a type change the table cannot take, an argument the job refuses:
+:data:`DETERMINISTIC`) *parks* the table until a change file newer than the failed run's start
+arrives, its job definition changes, or an operator resumes it (``cdclake dispatch --resume``,
+which writes :data:`RESUMED` in the table's sidecar). Any other failure (a timeout, throttling,
+lost executors) *backs off*: the n-th failure in a row waits 2**(n-1) schedule intervals from
+its end, at most :data:`BACKOFF_CAP_SECONDS`. Tables without failures start first; retries take
+at most ``retry_share`` of the budget. Each failed run already pages once
+(``stacks/components/merge_job_failures.py``); a parked table starts no run, so it pages no
+more.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cdclake_merge.pending import Pending, table_pending
-from cdclake_merge.storage import FileSystem
+from cdclake_merge.pending import Pending, TablePaths, table_pending
+from cdclake_merge.storage import FileSystem, join
 
 # Glue's run states that hold the job (and count against the account's concurrent runs).
 IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
@@ -40,6 +58,31 @@ IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
 MERGE_JOB_TAG = "cdclake:merge-jobs"
 RUNS_LOOKED_AT = 25  # the newest runs of a job; one in progress is among them
 MAX_ERROR_CHARS = 300
+# Glue's run states of a run that failed (STOPPED is an operator's, not a failure).
+FAILED = frozenset({"FAILED", "ERROR", "TIMEOUT"})
+BACKOFF_CAP_SECONDS = 6 * 3600
+DEFAULT_RETRY_SHARE = 0.5
+# What a failed run's ErrorMessage says when a retry fails the same way: the merge entry's
+# failure line (glue_jobs/merge_job.py) carries the message of cdclake_merge.job's
+# TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
+# own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
+DETERMINISTIC = (
+    ("TooManyBadRecords", re.compile(r"lines of \S+ could not be applied .*> max_bad_fraction")),
+    (
+        "SchemaChangeRejected",
+        re.compile(r"changed type from .+ to .+, which (cannot be widened|the Hudi table cannot)"),
+    ),
+    ("SchemaChangeRejected", re.compile(r"key column\(s\) .+ not in the data")),
+    ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
+    ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE|no sink for table format")),
+)
+# In the table's sidecar (the merge's state, which the dispatcher already reads): when an
+# operator last resumed the table, and, on the local stack, its recent runs.
+RESUMED = "dispatch-resumed.json"
+LOCAL_RUNS = "dispatch-runs.json"
+# A MERGE_ON_READ table compacts inline after this many delta commits
+# (hoodie.compact.inline.max.delta.commits, cdclake_merge.hudi_options).
+DELTA_COMMITS_PER_COMPACTION = 5
 
 
 @dataclass(frozen=True)
@@ -49,16 +92,25 @@ class Sizing:
     worker_type: str
     min_workers: int
     max_workers: int
-    bytes_per_executor: int
+    bytes_per_executor: int  # merged by an executor within the table's run objective
     max_bytes_per_run: int | None = None  # the run applies at most this much of what waits
+    # MERGE_ON_READ: the compaction's IO budget (bytes read and written) and what an executor
+    # compacts within the same objective; None: the job never compacts inline.
+    compaction_bytes: int | None = None
+    compaction_bytes_per_executor: int | None = None
 
-    def workers_for(self, pending_bytes: int) -> int:
+    def workers_for(self, pending_bytes: int, *, compaction_due: bool = False) -> int:
         """Workers a run of ``pending_bytes`` starts with: the driver and an executor per
-        ``bytes_per_executor`` of what the run applies, within the bounds."""
+        ``bytes_per_executor`` of what the run applies, and per
+        ``compaction_bytes_per_executor`` of the compaction's budget when it is due, within
+        the bounds."""
         applied = max(pending_bytes, 0)
         if self.max_bytes_per_run is not None:
             applied = min(applied, self.max_bytes_per_run)
-        executors = -(-applied // self.bytes_per_executor)
+        shares = applied / self.bytes_per_executor
+        if compaction_due and self.compaction_bytes and self.compaction_bytes_per_executor:
+            shares += self.compaction_bytes / self.compaction_bytes_per_executor
+        executors = math.ceil(shares)
         return min(max(executors + 1, self.min_workers), self.max_workers)
 
 
@@ -72,6 +124,7 @@ class Target:
     changes: str
     job: str | None = None  # None: the local stack, where the merge runs in process
     sizing: Sizing | None = None  # None: runs start with the job's own workers
+    defined_at: float | None = None  # epoch seconds the job's definition last changed
 
 
 @dataclass(frozen=True)
@@ -120,14 +173,98 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Run:
+    """One run of a table's merge, as Glue's ``GetJobRuns`` (or the local run log) has it."""
+
+    state: str
+    started: float  # epoch seconds
+    ended: float | None = None
+    error: str = ""
+
+    @staticmethod
+    def of(run: dict[str, Any]) -> Run:
+        started = _epoch(run.get("StartedOn")) or 0.0
+        return Run(
+            state=str(run.get("JobRunState", "")),
+            started=started,
+            ended=_epoch(run.get("CompletedOn")),
+            error=" ".join(str(run.get("ErrorMessage") or "").split()),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "JobRunState": self.state,
+            "StartedOn": self.started,
+            "CompletedOn": self.ended,
+            "ErrorMessage": self.error,
+        }
+
+
+def _epoch(value: Any) -> float | None:
+    """A time as GetJobRuns gives it (datetime) or the local run log (epoch seconds)."""
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def deterministic_kind(error: str) -> str | None:
+    """The name of the failure a retry repeats (:data:`DETERMINISTIC`), or None."""
+    for kind, pattern in DETERMINISTIC:
+        if pattern.search(error):
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A table's failed runs since its last success: how many, and the newest of them."""
+
+    count: int
+    newest: Run
+    kind: str | None  # a deterministic failure's name; None: transient
+
+    @property
+    def at(self) -> float:
+        return self.newest.ended or self.newest.started
+
+
+def failures_of(runs: Sequence[Run]) -> Failures | None:
+    """The failed runs in a row among ``runs`` (newest first) up to a success; None when the
+    newest finished run succeeded or none finished. Runs in progress and runs stopped by hand
+    are passed over."""
+    failed: list[Run] = []
+    for run in runs:
+        if run.state in FAILED:
+            failed.append(run)
+        elif run.state == "SUCCEEDED":
+            break
+    if not failed:
+        return None
+    newest = failed[0]
+    kind = deterministic_kind(newest.error) if newest.state != "TIMEOUT" else None
+    return Failures(len(failed), newest, kind)
+
+
+def backoff_seconds(failures: int, interval_seconds: float) -> float:
+    """How long after the n-th failure in a row the next try waits: 1, 2, 4 … intervals."""
+    return float(min(interval_seconds * 2 ** min(failures - 1, 32), BACKOFF_CAP_SECONDS))
+
+
+@dataclass(frozen=True)
 class Survey:
-    """What the decision needs of one table: what waits, and its run in progress (state)."""
+    """What the decision needs of one table: what waits, its run in progress (state), and its
+    failures since its last successful run."""
 
     target: Target
     pending: Pending | None = None
     running: str | None = None  # the state of its run in progress
     error: str | None = None
     listed_at: float | None = None  # epoch seconds when its listing began
+    failures: Failures | None = None
+    resumed_at: float | None = None  # read only while the newest failure parks the table
+    compaction_due: bool = False  # read only for a MERGE_ON_READ table that starts
 
 
 def watermark(survey: Survey) -> float | None:
@@ -179,10 +316,17 @@ def target_from_job(glue: Any, job: str) -> Target:
         changes=arguments["--changes_path"],
         job=job,
         sizing=sizing_of(definition),
+        defined_at=_epoch(definition.get("LastModifiedOn")),
     )
 
 
 SIZING_ARGUMENTS = ("--dispatch_min_workers", "--dispatch_bytes_per_executor")
+# The byte cap, and on MERGE_ON_READ jobs the compaction's budget and rate.
+OPTIONAL_SIZING_ARGUMENTS = (
+    "--max_bytes_per_run",
+    "--compaction_io_mb",
+    "--dispatch_compaction_bytes_per_executor",
+)
 
 
 def sizing_of(definition: dict[str, Any]) -> Sizing | None:
@@ -197,8 +341,8 @@ def sizing_of(definition: dict[str, Any]) -> Sizing | None:
     if not isinstance(maximum, int):
         return None
     values: dict[str, int] = {}
-    for name in (*SIZING_ARGUMENTS, "--max_bytes_per_run"):
-        if name not in arguments:  # the byte cap is optional
+    for name in (*SIZING_ARGUMENTS, *OPTIONAL_SIZING_ARGUMENTS):
+        if name not in arguments:
             continue
         value = str(arguments[name])
         if not value.isdigit() or int(value) < 1:
@@ -211,16 +355,72 @@ def sizing_of(definition: dict[str, Any]) -> Sizing | None:
         max_workers=maximum,
         bytes_per_executor=values["--dispatch_bytes_per_executor"],
         max_bytes_per_run=values.get("--max_bytes_per_run"),
+        compaction_bytes=(
+            values["--compaction_io_mb"] * 1024**2 if "--compaction_io_mb" in values else None
+        ),
+        compaction_bytes_per_executor=values.get("--dispatch_compaction_bytes_per_executor"),
     )
 
 
-def run_in_progress(glue: Any, job: str) -> str | None:
-    """The state of the job's run in progress (STARTING, RUNNING, STOPPING, WAITING), or None."""
+def recent_runs(glue: Any, job: str) -> list[Run]:
+    """The job's newest runs, newest first (one ``GetJobRuns`` call)."""
     runs = glue.get_job_runs(JobName=job, MaxResults=RUNS_LOOKED_AT).get("JobRuns", [])
-    for run in runs:
-        if run.get("JobRunState") in IN_PROGRESS:
-            return str(run["JobRunState"])
-    return None
+    return sorted((Run.of(r) for r in runs), key=lambda r: r.started, reverse=True)
+
+
+def run_in_progress(runs: Sequence[Run]) -> str | None:
+    """The state of the run in progress among ``runs`` (STARTING, RUNNING, STOPPING,
+    WAITING), or None."""
+    return next((r.state for r in runs if r.state in IN_PROGRESS), None)
+
+
+def _sidecar(target: Target) -> str:
+    return TablePaths.of(target.warehouse, target.lake_table).sidecar
+
+
+def local_runs(fs: FileSystem, target: Target) -> list[Run]:
+    """The table's recent runs on the local stack, newest first (:func:`record_local_run`)."""
+    path = join(_sidecar(target), LOCAL_RUNS)
+    if not fs.exists(path):
+        return []
+    return [Run.of(r) for r in json.loads(fs.read_text(path))]
+
+
+def record_local_run(fs: FileSystem, target: Target, run: Run) -> None:
+    """Keep a local run where the next ``cdclake dispatch --env local`` reads it, as Glue
+    keeps a job's runs: the newest :data:`RUNS_LOOKED_AT`."""
+    kept = [run, *local_runs(fs, target)][:RUNS_LOOKED_AT]
+    fs.write_text(join(_sidecar(target), LOCAL_RUNS), json.dumps([r.as_json() for r in kept]))
+
+
+def resumed_at(fs: FileSystem, target: Target) -> float | None:
+    """When an operator last resumed the table (:func:`resume`); None: never."""
+    path = join(_sidecar(target), RESUMED)
+    if not fs.exists(path):
+        return None
+    return float(json.loads(fs.read_text(path))["at"])
+
+
+def resume(fs: FileSystem, target: Target, now: float) -> None:
+    """Let a parked table start again: its next turn tries it once more, and a run that fails
+    the same way parks it again."""
+    at = dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds")
+    fs.write_text(join(_sidecar(target), RESUMED), json.dumps({"at": now, "when": at}))
+
+
+def compaction_due(fs: FileSystem, target: Target) -> bool:
+    """Whether this table's next commit compacts inline: the delta commits completed since its
+    newest completed compaction, from the timeline's file names alone, reach
+    :data:`DELTA_COMMITS_PER_COMPACTION` with it, or a compaction was planned and left."""
+    names = fs.list_dir(TablePaths.of(target.warehouse, target.lake_table).timeline)
+    if any(n.endswith(".compaction.requested") for n in names):
+        completed = {n.split(".", 1)[0] for n in names if n.endswith(".commit")}
+        planned = {n.split(".", 1)[0] for n in names if n.endswith(".compaction.requested")}
+        if planned - completed:
+            return True
+    newest_compaction = max((n for n in names if n.endswith(".commit")), default="")
+    deltas = sum(1 for n in names if n.endswith(".deltacommit") and n > newest_compaction)
+    return deltas + 1 >= DELTA_COMMITS_PER_COMPACTION
 
 
 def survey(
@@ -229,21 +429,46 @@ def survey(
     fs: FileSystem,
     glue: Any = None,
 ) -> list[Survey]:
-    """Each table's pending files and run in progress; a table that cannot be read says why."""
+    """Each table's pending files, run in progress and failures (Glue's runs, or on the
+    local stack its run log); a table that cannot be read says why."""
     found: list[Survey] = []
     for target in targets:
         # Taken before the listing: a file written while it runs may be missed, never one
         # written before.
         listed_at = time.time()
         try:
-            running = run_in_progress(glue, target.job) if glue is not None and target.job else None
+            if target.job is None:
+                runs = local_runs(fs, target)
+            else:
+                runs = recent_runs(glue, target.job) if glue is not None else []
+            failures = failures_of(runs)
             pending = table_pending(
                 fs, warehouse=target.warehouse, table=target.lake_table, changes=target.changes
+            )
+            resumed = resumed_at(fs, target) if failures and failures.kind else None
+            running = run_in_progress(runs)
+            sizing = target.sizing
+            due = (
+                sizing is not None
+                and sizing.compaction_bytes is not None
+                and running is None
+                and _has_work(pending)
+                and compaction_due(fs, target)
             )
         except Exception as exc:  # one table's fault (a listing, a checkpoint) stops no other
             found.append(Survey(target, error=one_line(exc)))
             continue
-        found.append(Survey(target, pending=pending, running=running, listed_at=listed_at))
+        found.append(
+            Survey(
+                target,
+                pending=pending,
+                running=running,
+                listed_at=listed_at,
+                failures=failures,
+                resumed_at=resumed,
+                compaction_due=due,
+            )
+        )
     return found
 
 
@@ -258,21 +483,84 @@ def _sized(decision: Decision, survey: Survey) -> Decision:
     if sizing is None:
         return decision
     pending = sum(f.size for f in survey.pending.files) if survey.pending else 0
-    return replace(decision, workers=sizing.workers_for(pending), worker_type=sizing.worker_type)
+    workers = sizing.workers_for(pending, compaction_due=survey.compaction_due)
+    return replace(decision, workers=workers, worker_type=sizing.worker_type)
 
 
-def decide(surveys: Sequence[Survey], budget: int) -> list[Decision]:
-    """Start the tables with files waiting and no run in progress, oldest waiting first, while
-    the runs in progress stay within ``budget``. In the order of ``surveys``."""
+def _when(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
+
+
+def _held(s: Survey, now: float, interval_seconds: float, environment: str) -> str | None:
+    """Why a failing table does not start this turn (parked, backing off), or None: it may."""
+    failures = s.failures
+    if failures is None:
+        return None
+    if failures.kind is not None:
+        files = s.pending.files if s.pending else ()
+        newer_input = any(f.modified > failures.newest.started for f in files)
+        redefined = (s.target.defined_at or 0.0) > failures.at
+        resumed = (s.resumed_at or 0.0) > failures.at
+        if newer_input or redefined or resumed:
+            return None
+        return (
+            f"parked: {failures.kind} at {_when(failures.at)}; resume with "
+            f"cdclake dispatch --env {environment} --resume {s.target.table}"
+        )
+    next_try = failures.at + backoff_seconds(failures.count, interval_seconds)
+    if now >= next_try:
+        return None
+    return f"backoff: {failures.count} failures, next try after {_when(next_try)}"
+
+
+def decide(
+    surveys: Sequence[Survey],
+    budget: int,
+    *,
+    retry_share: float = DEFAULT_RETRY_SHARE,
+    interval_seconds: float = 900.0,
+    environment: str = "ENV",
+    now: float | None = None,
+) -> list[Decision]:
+    """Start the tables with files waiting and no run in progress while the runs in progress
+    stay within ``budget``: first those whose last run succeeded, oldest waiting first, then
+    the failing ones neither parked nor backing off, within ``retry_share`` of the budget (at
+    least one run). In the order of ``surveys``. ``interval_seconds``: the schedule's, the unit
+    of the backoff; ``environment``: named in a parked table's resume command."""
     if budget < 1:
         raise ValueError(f"the budget of concurrent runs must be at least 1, got {budget}")
+    now = time.time() if now is None else now
     busy = sum(1 for s in surveys if s.running is not None)
-    candidates = sorted(
-        (s for s in surveys if s.error is None and s.running is None and _has_work(s.pending)),
+    retrying = sum(1 for s in surveys if s.running is not None and s.failures is not None)
+    held = {
+        s.target.table: reason
+        for s in surveys
+        if s.pending is not None
+        and (reason := _held(s, now, interval_seconds, environment)) is not None
+    }
+    ready = [
+        s
+        for s in surveys
+        if s.error is None
+        and s.running is None
+        and _has_work(s.pending)
+        and s.target.table not in held
+    ]
+
+    def oldest_first(s: Survey) -> tuple[float, str]:
         # A commit missing from the catalog (no file waits) goes first: its run is short.
-        key=lambda s: ((s.pending.oldest if s.pending else None) or 0.0, s.target.table),
-    )
-    chosen = {s.target.table for s in candidates[: max(budget - busy, 0)]}
+        return ((s.pending.oldest if s.pending else None) or 0.0, s.target.table)
+
+    healthy = sorted((s for s in ready if s.failures is None), key=oldest_first)
+    retries = sorted((s for s in ready if s.failures is not None), key=oldest_first)
+    free = max(budget - busy, 0)
+    chosen = {s.target.table for s in healthy[:free]}
+    left = free - len(chosen)
+    share = max(math.floor(budget * retry_share), 1)
+    room = max(min(left, share - retrying), 0)
+    chosen |= {s.target.table for s in retries[:room]}
+    # A retry left out while runs were free was held by the share, not the budget.
+    held_by_share = left > room
     decisions: list[Decision] = []
     for s in surveys:
         files = tuple(f.path for f in s.pending.files) if s.pending else ()
@@ -286,14 +574,21 @@ def decide(surveys: Sequence[Survey], budget: int) -> list[Decision]:
             decisions.append(replace(base, reason=f"a run is in progress ({s.running})"))
         elif not _has_work(s.pending):
             decisions.append(replace(base, reason="no change files wait"))
+        elif s.target.table in held:
+            decisions.append(replace(base, reason=held[s.target.table]))
         else:
             work = (
                 f"{len(files)} change files wait"
                 if files
                 else "the last commit is not registered in the catalog yet"
             )
+            if s.failures is not None:
+                work = f"retry after {s.failures.count} failures; {work}"
             if s.target.table in chosen:
                 decisions.append(_sized(replace(base, start=True, reason=work), s))
+            elif s.failures is not None and held_by_share:
+                taken = f"retries take at most {share} of the {budget} concurrent runs"
+                decisions.append(replace(base, reason=f"{work}; {taken}"))
             else:
                 taken = f"the budget of {budget} concurrent runs is taken (older changes first)"
                 decisions.append(replace(base, reason=f"{work}; {taken}"))
@@ -329,7 +624,16 @@ def dispatch(
     glue: Any,
     budget: int,
     dry_run: bool = False,
+    retry_share: float = DEFAULT_RETRY_SHARE,
+    interval_seconds: float = 900.0,
+    environment: str = "ENV",
 ) -> list[Decision]:
     """Survey, decide and (unless ``dry_run``) start: the dispatcher's whole turn."""
-    decisions = decide(survey(targets, fs=fs, glue=glue), budget)
+    decisions = decide(
+        survey(targets, fs=fs, glue=glue),
+        budget,
+        retry_share=retry_share,
+        interval_seconds=interval_seconds,
+        environment=environment,
+    )
     return decisions if dry_run else start_runs(glue, decisions)
