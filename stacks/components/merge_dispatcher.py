@@ -8,7 +8,8 @@ arguments say the rest), so the number of tables has no limit here: a schedule's
 EventBridge caps at 8,192 characters, could name only a few hundred. The Lambda needs no VPC:
 it only calls S3, Glue and CloudWatch, where it publishes each table's ``LagSeconds`` every turn
 (``environment`` names their ``Environment`` dimension, as the merge jobs' ``--environment``
-does). A turn the schedule could not start (the function gone, its permission lost, Lambda
+does) and the age of the capture's newest heartbeat change file under ``heartbeats``
+(``cdclake_merge.heartbeat``). A turn the schedule could not start (the function gone, its permission lost, Lambda
 refusing the invoke) lands in a dead-letter queue whose alarm pages: the lag alarms would
 otherwise be the first to notice, a freshness objective later.
 """
@@ -43,6 +44,7 @@ class MergeDispatcher(Construct):
         config: DispatchConfig,
         job_prefix: str,
         environment: str,
+        heartbeats: str,
         alarm_topic: sns.ITopic,
         retain: bool,
     ) -> None:
@@ -68,6 +70,7 @@ class MergeDispatcher(Construct):
                 "RETRY_SHARE": str(config.retry_share),
                 "BACKOFF_UNIT_SECONDS": str(config.backoff_unit_seconds()),
                 "METRICS_ENVIRONMENT": environment,
+                "HEARTBEAT_CHANGES": heartbeats,
             },
             libraries=[MERGE_LIBRARY],
         )

@@ -24,6 +24,7 @@ from cdclake_merge.dispatch import (
     resume,
     target_from_job,
 )
+from cdclake_merge.hudi_options import hudi_options
 from cdclake_merge.schema import SchemaChangeError, promote_stored, widen
 from cdclake_merge.storage import LocalFileSystem, S3FileSystem
 from tests.dispatch.dispatch_helpers import (
@@ -120,6 +121,20 @@ def test_failures_of_argument_the_entry_refuses_is_deterministic() -> None:
     # glue_jobs/merge_job.py's line (tests/merge/test_glue_entry.py holds its words).
     message = "cdclake merge failed: --max_files_per_run must be a positive whole number, not '10k'"
     failures = failures_of([_failed(message)])
+    assert failures is not None and failures.kind == "ConfigError"
+
+
+def test_failures_of_key_column_not_in_the_data_is_deterministic() -> None:
+    # cdclake_merge.job's key check, as the entry prints it.
+    message = "cdclake merge failed: table public.orders: key column(s) ['id'] not in the data"
+    failures = failures_of([_failed(message)])
+    assert failures is not None and failures.kind == "SchemaChangeRejected"
+
+
+def test_failures_of_table_type_the_writer_refuses_is_deterministic() -> None:
+    with pytest.raises(ValueError) as refused:
+        hudi_options(database="d", table="t", record_key=["id"], table_type="MOR")
+    failures = failures_of([_failed(f"cdclake merge failed: {refused.value}")])
     assert failures is not None and failures.kind == "ConfigError"
 
 

@@ -74,7 +74,7 @@ DETERMINISTIC = (
     ),
     ("SchemaChangeRejected", re.compile(r"key column\(s\) .+ not in the data")),
     ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
-    ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE|no sink for table format")),
+    ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE or MERGE_ON_READ")),
 )
 # In the table's sidecar (the merge's state, which the dispatcher already reads): when an
 # operator last resumed the table, and, on the local stack, its recent runs.
