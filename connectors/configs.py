@@ -94,6 +94,13 @@ def heartbeat_topic(config: EnvironmentConfig) -> str:
     return f"__debezium-heartbeat.{config.prefix}"
 
 
+def heartbeat_changes_topic(config: EnvironmentConfig) -> str:
+    """The topic of the heartbeat table's changes, which the lake capture carries beside the
+    lake tables: their change files are the capture's heartbeat (``cdclake_merge.heartbeat``).
+    Not Debezium's heartbeat topic, whose records carry no time and which the sink skips."""
+    return f"{config.prefix}.{config.database.replication.heartbeat_table}"
+
+
 def offsets_topic(config: EnvironmentConfig) -> str:
     """Named, compacted offsets topic: a replaced connector resumes instead of re-snapshotting."""
     return f"{config.prefix}.connect-offsets"
@@ -187,6 +194,17 @@ def debezium_source_config(
     """
     tables = config.lake_tables
     secret = secret_id if secret_id is not None else provider_secret_id(database.secret_arn)
+    common = _debezium_common(
+        config,
+        tables,
+        slot=config.database.replication.slot,
+        signal_table=config.database.replication.signal_table,
+        root_cert=rds_ca,
+    )
+    # The heartbeat rows (this capture's and the fan-out's, every heartbeat interval) reach
+    # the change bucket as the tables' changes do: a stopped source or sink stops them too.
+    heartbeat = _regex(config.database.replication.heartbeat_table)
+    common["table.include.list"] = f"{common['table.include.list']},{heartbeat}"
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "tasks.max": "1",
@@ -195,13 +213,7 @@ def debezium_source_config(
         "database.dbname": database.dbname,
         "database.user": secret_reference(secret, "username"),
         "database.password": secret_reference(secret, "password"),
-        **_debezium_common(
-            config,
-            tables,
-            slot=config.database.replication.slot,
-            signal_table=config.database.replication.signal_table,
-            root_cert=rds_ca,
-        ),
+        **common,
         # The merge job decodes these logical types (Decimal bytes, Date/MicroTimestamp ints).
         "decimal.handling.mode": "precise",
         "key.converter": JSON_CONVERTER,
@@ -222,7 +234,8 @@ def debezium_source_config(
 def s3_sink_config(
     config: EnvironmentConfig, *, bucket_name: str, kms_key_arn: str | None = None
 ) -> dict[str, str]:
-    """Confluent S3 sink writing each lake topic as JSON lines into the change-file bucket.
+    """Confluent S3 sink writing each lake topic, and the heartbeat table's
+    (:func:`heartbeat_changes_topic`), as JSON lines into the change-file bucket.
 
     Layout: ``topics/<topic>/partition=<p>/<topic>+<p>+<startOffset>.json``. The values are the
     bytes Debezium wrote (JsonConverter, schemas enabled), one per line: ByteArrayFormat keeps
@@ -236,7 +249,9 @@ def s3_sink_config(
     settings = {
         "connector.class": "io.confluent.connect.s3.S3SinkConnector",
         "tasks.max": str(max(1, len(config.lake_tables))),
-        "topics": ",".join(topic_name(config, t) for t in config.lake_tables),
+        "topics": ",".join(
+            [*(topic_name(config, t) for t in config.lake_tables), heartbeat_changes_topic(config)]
+        ),
         "s3.bucket.name": bucket_name,
         "s3.region": config.region,
         "s3.sse.algorithm": "aws:kms",

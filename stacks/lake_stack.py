@@ -13,7 +13,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
-from connectors.configs import TOPICS_DIR, topic_name
+from connectors.configs import TOPICS_DIR, heartbeat_changes_topic, topic_name
 from environment.config import EnvironmentConfig
 from environment.names import merge_job_prefix
 from stacks.components.lake_storage import LakeStorage
@@ -47,7 +47,8 @@ class LakeStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
 
-        self.storage = LakeStorage(self, "Storage", config=config.lake)
+        heartbeats = f"{TOPICS_DIR}/{heartbeat_changes_topic(config)}/"
+        self.storage = LakeStorage(self, "Storage", config=config.lake, heartbeats=heartbeats)
         #: S3 bucket of the CDC change files (S3 sink connector output).
         self.change_bucket = self.storage.change_bucket
         #: S3 bucket of the Hudi tables (warehouse/).
@@ -98,6 +99,7 @@ class LakeStack(cdk.Stack):
             config=config.lake.dispatch,
             job_prefix=merge_job_prefix(config.prefix),
             environment=config.env,
+            heartbeats=self.change_bucket.s3_url_for_object(heartbeats),
             alarm_topic=alarm_topic,
             # Where the environment keeps its data, dead letters outlive the stack.
             retain=config.database.deletion_protection,

@@ -16,14 +16,19 @@ Each turn it also publishes ``CdcLake/LagSeconds`` for every table it could read
 nothing waits, the age of the oldest waiting change file otherwise (the table's watermark,
 :mod:`cdclake_merge.dispatch`), with ``Environment`` = ``METRICS_ENVIRONMENT``. A quiet,
 caught-up table so stays below its lag alarm, a stuck one rises above it, and one that could
-not be read gets no datapoint (its alarm treats missing data as breaching).
+not be read gets no datapoint (its alarm treats missing data as breaching). It publishes
+``CdcLake/HeartbeatAgeSeconds`` for the environment too: how long ago the lake capture's newest
+heartbeat change file under ``HEARTBEAT_CHANGES`` was written (:mod:`cdclake_merge.heartbeat`),
+which grows while the Debezium source or the S3 sink is stopped and every lag stays 0. Without
+``HEARTBEAT_CHANGES`` (the stack always sets it) no heartbeat age is published, and the
+environment's heartbeat alarm, which treats missing data as breaching, pages.
 
 A job that cannot be read or started is logged and the others go on; the invocation then
 fails, so that Lambda's error metric shows it. The next schedule decides afresh: a start
 missed now is made then.
 
 Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``RETRY_SHARE``,
-``BACKOFF_UNIT_SECONDS``, ``METRICS_ENVIRONMENT``. AWS
+``BACKOFF_UNIT_SECONDS``, ``METRICS_ENVIRONMENT``, ``HEARTBEAT_CHANGES``. AWS
 clients honour the standard ``AWS_ENDPOINT_URL``.
 """
 
@@ -47,6 +52,7 @@ from cdclake_merge.dispatch import (
     one_line,
     target_from_job,
 )
+from cdclake_merge.heartbeat import publish_heartbeat_age
 from cdclake_merge.metrics import publish_lags
 from cdclake_merge.storage import S3FileSystem
 
@@ -102,9 +108,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     glue = boto3.client("glue")
     jobs = merge_jobs(glue, os.environ["MERGE_JOB_PREFIX"])
     targets, failures = targets_of(glue, jobs)
+    fs = S3FileSystem()
     decisions = dispatch(
         targets,
-        fs=S3FileSystem(),
+        fs=fs,
         glue=glue,
         budget=budget,
         retry_share=float(os.environ["RETRY_SHARE"]),
@@ -115,15 +122,24 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
         log_decision(decision)
         if decision.failed:
             failures.append(f"{decision.job}: {decision.reason}")
-    published = publish_lag(
-        environment, decisions, cloudwatch=boto3.client("cloudwatch"), now=time.time()
+    now, cloudwatch = time.time(), boto3.client("cloudwatch")
+    published = publish_lag(environment, decisions, cloudwatch=cloudwatch, now=now)
+    heartbeats = os.environ.get("HEARTBEAT_CHANGES")
+    heartbeat_failure = (
+        publish_heartbeat_age(environment, fs=fs, folder=heartbeats, client=cloudwatch, now=now)
+        if heartbeats is not None
+        else None
     )
     for failure in failures:
         logger.error("merge job not dispatched", extra={"detail": failure})
+    if heartbeat_failure is not None:
+        logger.error("capture heartbeat age not published", extra={"detail": heartbeat_failure})
     if failures:
         raise DispatchFailed(f"{len(failures)} of {len(jobs)} jobs: {failures[0]}")
     if not published:  # the lag alarms now see missing data and page: say why here too
         raise DispatchFailed("LagSeconds not published (the warning above says why)")
+    if heartbeat_failure is not None:  # its alarm now sees missing data and pages: say why
+        raise DispatchFailed(heartbeat_failure)
     return {
         "jobs": len(jobs),
         "started": sum(1 for d in decisions if d.start),

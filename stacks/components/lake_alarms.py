@@ -9,6 +9,12 @@ table unreadable) and counts as breaching, like a lag over the objective. A tabl
 received a change file reports 0 (nothing waits), so a new or empty table does not page.
 Quarantined lines are events: any in five minutes alarms, silence is fine.
 
+A table's lag is 0 whenever none of its change files waits, so a stopped Debezium source or S3
+sink shows in no lag. The capture's heartbeat does (``cdclake_merge.heartbeat``): the dispatcher
+publishes the age of its newest heartbeat change file every turn, and ``heartbeat`` alarms when
+it passes the smallest freshness objective of the lake tables, the tables that capture carries,
+or when no age came in that time (the dispatcher stopped, or the capture never delivered).
+
 The dispatcher's own failures (a table it cannot read, a start Glue refused, lag it could not
 publish: the turn ends in an error) alarm within the hour, before a freshness objective would.
 """
@@ -53,7 +59,8 @@ def lake_metric(
 
 class LakeAlarms(Construct):
     """Per lake table: ``lag[table]`` and ``quarantined[table]``; ``dispatcher_errors`` for the
-    environment's dispatcher; all notifying ``topic``."""
+    environment's dispatcher and ``heartbeat`` for its lake capture (None without lake
+    tables); all notifying ``topic``."""
 
     def __init__(
         self,
@@ -127,6 +134,38 @@ class LakeAlarms(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        for alarm in (*self.lag.values(), *self.quarantined.values(), self.dispatcher_errors):
+        self.heartbeat = self._heartbeat(environment) if self.freshness_minutes else None
+        heartbeat = [self.heartbeat] if self.heartbeat is not None else []
+        for alarm in (
+            *self.lag.values(),
+            *self.quarantined.values(),
+            self.dispatcher_errors,
+            *heartbeat,
+        ):
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             alarm.add_ok_action(cw_actions.SnsAction(topic))
+
+    def _heartbeat(self, environment: str) -> cloudwatch.Alarm:
+        """The capture's newest heartbeat older than the strictest objective of its tables."""
+        minutes = min(self.freshness_minutes.values())
+        return cloudwatch.Alarm(
+            self,
+            "CaptureHeartbeat",
+            alarm_description=(
+                f"The lake capture delivered no heartbeat change file in {minutes} min (the "
+                "smallest freshness objective of its tables): its Debezium source or S3 sink is "
+                "stopped or failing, or the dispatcher reported no heartbeat age. See "
+                "docs/operations.md#metrics-alarms-and-the-dashboard"
+            ),
+            metric=cloudwatch.Metric(
+                namespace=metrics.NAMESPACE,
+                metric_name=metrics.HEARTBEAT_AGE,
+                dimensions_map={metrics.ENVIRONMENT: environment},
+                statistic="Maximum",
+                period=cdk.Duration.minutes(minutes),
+            ),
+            threshold=minutes * 60,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )

@@ -25,13 +25,17 @@ class LakeStorage(Construct):
 
     Every bucket blocks public access, refuses non-TLS requests and logs access to
     ``access_log_bucket``. Change files and quarantined records expire after the configured
-    days; Hudi keeps its own history, so the lake bucket only expires old object versions, as
-    far back as Hudi's cleaner keeps file versions (``retain_hours``), and the delete markers
-    left once a deleted object has no version left.
+    days, the capture's heartbeat change files (``heartbeats``, a folder of the change bucket
+    that nothing merges and the dispatcher lists every turn) after one; Hudi keeps its own
+    history, so the lake bucket only expires old object versions, as far back as Hudi's
+    cleaner keeps file versions (``retain_hours``), and the delete markers left once a deleted
+    object has no version left.
     Data buckets are retained when the stack is deleted.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: LakeConfig) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: LakeConfig, heartbeats: str
+    ) -> None:
         super().__init__(scope, construct_id)
 
         #: KMS key of the lake buckets, the Glue job logs/bookmarks and Athena results.
@@ -79,7 +83,11 @@ class LakeStorage(Construct):
                 s3.LifecycleRule(
                     id="expire-change-files",
                     expiration=cdk.Duration.days(config.change_file_expiration_days),
-                )
+                ),
+                # About a file a rotation interval: a day keeps the dispatcher's listing short.
+                s3.LifecycleRule(
+                    id="expire-heartbeats", prefix=heartbeats, expiration=cdk.Duration.days(1)
+                ),
             ],
         )
         # Hudi tables under warehouse/; versioned so an overwritten file can be recovered.

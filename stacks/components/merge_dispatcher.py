@@ -9,9 +9,9 @@ EventBridge caps at 8,192 characters, could name only a few hundred. The Lambda 
 it only calls S3, Glue and CloudWatch, where it publishes each table's ``LagSeconds`` every turn
 (``environment`` names their ``Environment`` dimension, as the merge jobs' ``--environment``
 does) and the age of the capture's newest heartbeat change file under ``heartbeats``
-(``cdclake_merge.heartbeat``). A turn the schedule could not start (the function gone, its permission lost, Lambda
-refusing the invoke) lands in a dead-letter queue whose alarm pages: the lag alarms would
-otherwise be the first to notice, a freshness objective later.
+(``cdclake_merge.heartbeat``). A turn the schedule could not start (the function gone, its
+permission lost, Lambda refusing the invoke) lands in a dead-letter queue whose alarm pages:
+the lag alarms would otherwise be the first to notice, a freshness objective later.
 """
 
 from __future__ import annotations

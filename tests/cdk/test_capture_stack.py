@@ -221,7 +221,9 @@ def test_capture_debezium_connector_from_config(dev: dict[str, Any]) -> None:
     assert settings["slot.name"] == "cdclake_msk"
     assert settings["publication.autocreate.mode"] == "disabled"
     assert settings["snapshot.mode"] == "initial"
-    assert settings["table.include.list"] == r"public\.customers,public\.orders,public\.order_lines"
+    assert settings["table.include.list"] == (
+        r"public\.customers,public\.orders,public\.order_lines,cdclake\.heartbeat"
+    )
     assert "Fn::GetAtt" in json.dumps(
         settings["database.hostname"]
     ) or "Fn::ImportValue" in json.dumps(settings["database.hostname"])

@@ -158,6 +158,22 @@ def test_dispatcher_function_publishes_under_its_environment(env: Any) -> None:
     assert function["Environment"]["Variables"]["METRICS_ENVIRONMENT"] == env.config.env
 
 
+def test_dispatcher_function_lists_the_capture_heartbeats_in_the_change_bucket(
+    env: Any,
+) -> None:
+    import json
+
+    from connectors.configs import heartbeat_changes_topic
+
+    lake = env.stacks["lake"]
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, lake.dispatcher.function)
+    ]
+    value = json.dumps(function["Environment"]["Variables"]["HEARTBEAT_CHANGES"])
+    assert _id(env, lake.change_bucket) in value
+    assert value.endswith(f'"/topics/{heartbeat_changes_topic(env.config)}/"]]}}')
+
+
 def test_dispatcher_asset_ships_handler_beside_merge_library(env: Any) -> None:
     function = resources(env.template("lake"), "AWS::Lambda::Function")[
         _id(env, env.stacks["lake"].dispatcher.function)

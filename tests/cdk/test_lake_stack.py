@@ -264,8 +264,23 @@ def test_lake_change_files_expire_after_configured_days(env: Any) -> None:
         if k == logical_id(env, lake.change_bucket)
     ]
     rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
-    expirations = [r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r]
+    # The bucket's own rule; the heartbeat folder's is below.
+    expirations = [
+        r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r and "Prefix" not in r
+    ]
     assert expirations == [env.config.lake.change_file_expiration_days]
+
+
+def test_lake_heartbeat_change_files_expire_after_a_day(env: Any) -> None:
+    # Nothing merges them and the dispatcher lists them all every turn: a day keeps it short.
+    from connectors.configs import heartbeat_changes_topic
+
+    lake = env.stacks["lake"]
+    bucket = env.template("lake")["Resources"][logical_id(env, lake.change_bucket)]
+    rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    (rule,) = [r for r in rules if "Prefix" in r]
+    assert rule["Prefix"] == f"topics/{heartbeat_changes_topic(env.config)}/"
+    assert rule["ExpirationInDays"] == 1
 
 
 def _lake_bucket_rules(env: Any) -> list[dict[str, Any]]:

@@ -136,6 +136,29 @@ def test_operations_dispatcher_errors_alarm_pages_within_the_hour(dev_synth, dev
     assert alarm["AlarmActions"]
 
 
+def test_operations_heartbeat_alarm_at_the_smallest_objective_pages_on_silence(
+    dev_synth: Any, dev: dict[str, Any]
+) -> None:
+    # A stopped source or sink leaves every lag at 0: the capture's heartbeat age pages within
+    # the strictest objective of the tables it carries, and so does no age at all.
+    config = dev_synth.config
+    smallest = min(config.lake.freshness_of(t) for t in config.lake_tables) * 60
+    (alarm,) = [
+        a
+        for a in resources(dev, "AWS::CloudWatch::Alarm").values()
+        if (a.get("Namespace"), a["MetricName"]) == ("CdcLake", "HeartbeatAgeSeconds")
+    ]
+    assert alarm["Dimensions"] == [{"Name": "Environment", "Value": "dev"}]
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["Period"]) == (
+        "Maximum",
+        smallest,
+        smallest,
+    )
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "breaching"
+    assert alarm["AlarmActions"]
+
+
 def test_operations_table_freshness_overrides_lake_default() -> None:
     import aws_cdk as cdk
     from aws_cdk import aws_lambda as lambda_

@@ -74,9 +74,16 @@ def test_debezium_source_replication_objects_come_from_config(
     assert source["topic.prefix"] == dev.prefix
 
 
-def test_debezium_source_include_list_names_lake_tables_exactly(source: dict[str, str]) -> None:
+def test_debezium_source_include_list_names_lake_tables_and_heartbeat_exactly(
+    source: dict[str, str],
+) -> None:
     patterns = source["table.include.list"].split(",")
-    assert patterns == [r"public\.customers", r"public\.orders", r"public\.order_lines"]
+    assert patterns == [
+        r"public\.customers",
+        r"public\.orders",
+        r"public\.order_lines",
+        r"cdclake\.heartbeat",  # the capture's heartbeat reaches the change bucket
+    ]
     assert not any(re.fullmatch(p, "publicXorders") for p in patterns)
 
 
@@ -187,11 +194,12 @@ def test_replication_factor_capped_by_broker_count(
     assert (replication_factor(dev), replication_factor(prod)) == (2, 3)
 
 
-def test_s3_sink_reads_every_lake_topic(sink: dict[str, str]) -> None:
+def test_s3_sink_reads_every_lake_topic_and_the_heartbeat_topic(sink: dict[str, str]) -> None:
     assert sink["topics"].split(",") == [
         "cdclake-dev.public.customers",
         "cdclake-dev.public.orders",
         "cdclake-dev.public.order_lines",
+        "cdclake-dev.cdclake.heartbeat",
     ]
 
 

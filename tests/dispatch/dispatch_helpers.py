@@ -432,3 +432,68 @@ def create_mor_job(world: World, table: str, *, compaction_io_mb: int) -> str:
             "--dispatch_compaction_bytes_per_executor": str(1024**2),
         },
     )
+
+
+# --- the capture's heartbeat (CdcLake/HeartbeatAgeSeconds) ---------------------------------------
+
+HEARTBEAT_TOPIC = f"{PREFIX}.cdclake.heartbeat"  # connectors.configs.heartbeat_changes_topic
+HEARTBEATS = f"s3://{CHANGES}/topics/{HEARTBEAT_TOPIC}/"
+
+
+def put_heartbeat(world: World, offset: int, *, written: float | None = None) -> None:
+    """A heartbeat change file where the S3 sink writes it, last modified at ``written`` (epoch
+    seconds; default now). moto stamps an object with its put: its backend's record is given
+    the time S3 would have kept for a file written then."""
+    from datetime import UTC, datetime
+
+    from moto.s3.models import s3_backends
+
+    key = f"topics/{HEARTBEAT_TOPIC}/partition=0/{HEARTBEAT_TOPIC}+0+{offset:010d}.json"
+    world.s3.put_object(Bucket=CHANGES, Key=key, Body=b'{"payload": {}}\n')
+    if written is not None:
+        stored = s3_backends[ACCOUNT]["aws"].buckets[CHANGES].keys[key]
+        stored.last_modified = datetime.fromtimestamp(written, UTC).replace(tzinfo=None)
+
+
+def heartbeat_ages(environment: str, around: float) -> list[float]:
+    """The ``HeartbeatAgeSeconds`` datapoints of ``environment`` on moto's CloudWatch within a
+    day of ``around`` (epoch seconds), oldest first."""
+    from datetime import UTC, datetime, timedelta
+
+    from cdclake_merge.metrics import HEARTBEAT_AGE, NAMESPACE, environment_dimensions
+
+    moment = datetime.fromtimestamp(around, UTC)
+    answer = boto3.client("cloudwatch", region_name=REGION).get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "heartbeat",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": NAMESPACE,
+                        "MetricName": HEARTBEAT_AGE,
+                        "Dimensions": environment_dimensions(environment),
+                    },
+                    "Period": 60,
+                    "Stat": "Maximum",
+                },
+            }
+        ],
+        StartTime=moment - timedelta(days=1),
+        EndTime=moment + timedelta(days=1),
+        ScanBy="TimestampAscending",
+    )
+    (result,) = answer["MetricDataResults"]
+    return [float(v) for v in result["Values"]]
+
+
+def heartbeat_alarm(template: dict[str, Any]) -> dict[str, Any]:
+    """The properties of the one alarm on the capture's heartbeat age in a template."""
+    from cdclake_merge.metrics import HEARTBEAT_AGE
+
+    (alarm,) = [
+        resource["Properties"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+        and resource["Properties"].get("MetricName") == HEARTBEAT_AGE
+    ]
+    return dict(alarm)

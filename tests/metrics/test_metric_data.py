@@ -155,8 +155,8 @@ def test_publish_default_client_follows_the_endpoint_setting(
 
 
 def test_one_line_joins_lines_and_names_a_silent_exception() -> None:
-    assert metrics._one_line(RuntimeError("first\n  second\tthird")) == "first second third"
-    assert metrics._one_line(TimeoutError()) == "TimeoutError"
+    assert metrics.one_line(RuntimeError("first\n  second\tthird")) == "first second third"
+    assert metrics.one_line(TimeoutError()) == "TimeoutError"
 
 
 def test_publish_without_a_time_stamps_now_in_utc() -> None:

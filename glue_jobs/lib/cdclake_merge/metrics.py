@@ -8,6 +8,8 @@ The contract other readers rely on (``cdclake status``, the dashboard, the alarm
     metrics     EventsApplied, Upserts, Deletes, Quarantined   (Count, per run)
                 RunDurationSeconds                              (Seconds, per run)
                 LagSeconds                                      (Seconds, two publishers)
+    dimensions  Environment = <environment name>
+    metrics     HeartbeatAgeSeconds                             (Seconds, the dispatcher)
 
 ``LagSeconds`` comes from two places that agree:
 
@@ -21,6 +23,10 @@ The contract other readers rely on (``cdclake status``, the dashboard, the alarm
   past its objective; a quiet, caught-up one does not, nor does one that never received a
   change file (nothing waits for it: an empty table must not page). A table it could not read
   gets no datapoint: its alarm treats missing data as breaching.
+
+``HeartbeatAgeSeconds`` is the age of the lake capture's newest heartbeat change file, which
+the dispatcher publishes every turn for the whole environment (:mod:`cdclake_merge.heartbeat`):
+it grows while the Debezium source or the S3 sink is stopped, when every table's lag stays 0.
 
 Publishing is done by the entry points (the Glue script, ``cdclake merge --env``, the
 dispatcher) after their work, never by the merge stages: a failure to publish is one logged
@@ -45,6 +51,7 @@ DELETES = "Deletes"
 QUARANTINED = "Quarantined"
 RUN_DURATION = "RunDurationSeconds"
 LAG = "LagSeconds"
+HEARTBEAT_AGE = "HeartbeatAgeSeconds"
 METRIC_NAMES = (EVENTS_APPLIED, UPSERTS, DELETES, QUARANTINED, RUN_DURATION, LAG)
 UNITS = {
     EVENTS_APPLIED: "Count",
@@ -53,6 +60,7 @@ UNITS = {
     QUARANTINED: "Count",
     RUN_DURATION: "Seconds",
     LAG: "Seconds",
+    HEARTBEAT_AGE: "Seconds",
 }
 MAX_DATA_PER_CALL = 1000  # CloudWatch's limit of metrics in one PutMetricData request
 
@@ -102,7 +110,12 @@ class TableRun:
 
 
 def dimensions(environment: str, table: str) -> list[dict[str, str]]:
-    return [{"Name": ENVIRONMENT, "Value": environment}, {"Name": TABLE, "Value": table}]
+    return [*environment_dimensions(environment), {"Name": TABLE, "Value": table}]
+
+
+def environment_dimensions(environment: str) -> list[dict[str, str]]:
+    """The dimensions of an environment's own metrics (no table)."""
+    return [{"Name": ENVIRONMENT, "Value": environment}]
 
 
 def datum(
@@ -181,10 +194,10 @@ def put(data: Sequence[dict[str, Any]], *, client: Any, what: str) -> bool:
             chunk = list(data[start : start + MAX_DATA_PER_CALL])
             client.put_metric_data(Namespace=NAMESPACE, MetricData=chunk)
     except Exception as exc:  # the merge has committed: a metric failure must not undo that
-        log.warning("cdclake metrics not published for %s: %s", what, _one_line(exc))
+        log.warning("cdclake metrics not published for %s: %s", what, one_line(exc))
         return False
     return True
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
