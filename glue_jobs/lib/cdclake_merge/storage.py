@@ -344,8 +344,10 @@ class S3FileSystem:
 
 
 def list_folder(fs: FileSystem, folder: str, after: str | None = None) -> Listing:
-    """One folder's files after ``after``: S3 straight through boto3 (no JVM), else ``fs``."""
-    if is_s3(folder):
+    """One folder's files after ``after``: S3 straight through boto3 (no JVM), else ``fs``.
+    An :class:`S3FileSystem` lists with its own client: a client made a listing costs a
+    dispatcher turn milliseconds a folder, two folders a table."""
+    if is_s3(folder) and not isinstance(fs, S3FileSystem):
         return list_s3_folder(folder, after)
     return fs.list_folder(folder, after)
 
