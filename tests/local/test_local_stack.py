@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,14 @@ from typer.testing import CliRunner
 
 from cdclake.local.cli import app
 from cdclake.local.stack import LocalStack
+from cdclake_merge.heartbeat import newest_heartbeat
+from cdclake_merge.storage import S3FileSystem
 from tests.local.local_helpers import CHANGE_FILE, change_files, wait_for_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.moto]
 ORDERS = "cdclake-local.public.orders"
 CUSTOMERS = "cdclake-local.public.customers"
+HEARTBEATS = "cdclake-local.cdclake.heartbeat"  # connectors.configs.heartbeat_changes_topic
 
 
 def _cli(stack: LocalStack, *args: str) -> str:
@@ -68,6 +72,23 @@ def test_local_rows_before_and_after_reconcile_land_as_change_files(
     assert all(e["source"]["snapshot"] == "incremental" for e in events if e["op"] == "r")
     keys = [k for k in change_files(local_stack) if k.startswith(f"topics/{ORDERS}/")]
     assert keys and all(re.fullmatch(CHANGE_FILE, k) for k in keys), keys
+
+
+def test_local_capture_heartbeat_lands_as_change_files_the_dispatcher_ages(
+    local_stack: LocalStack,
+) -> None:
+    # The source's heartbeat.action.query upserts its row every heartbeat interval; the capture
+    # carries the row to the change bucket beside the tables' changes, where the dispatcher
+    # reads how old the newest file is.
+    def written_by_the_lake_capture(events: list[dict]) -> bool:
+        return any((e["after"] or {}).get("source") == "cdclake_msk" for e in events)
+
+    wait_for_events(local_stack, HEARTBEATS, written_by_the_lake_capture)
+    state = local_stack.load_state()
+    assert state is not None
+    fs = S3FileSystem(local_stack.s3_client(state))
+    newest = newest_heartbeat(fs, f"s3://{state.bucket}/topics/{HEARTBEATS}/")
+    assert newest is not None and time.time() - newest < 120
 
 
 def test_local_change_file_lines_are_whole_debezium_records(local_stack: LocalStack) -> None:
