@@ -171,7 +171,11 @@ class PipelineDashboard(Construct):
             ),
             cloudwatch.AlarmStatusWidget(
                 title="Lake alarms",
-                alarms=[*lake.alarms.lag.values(), *lake.alarms.quarantined.values()],
+                alarms=[
+                    *lake.alarms.lag.values(),
+                    *lake.alarms.quarantined.values(),
+                    *([lake.alarms.heartbeat] if lake.alarms.heartbeat is not None else []),
+                ],
                 width=12,
                 height=HEIGHT,
             ),
@@ -182,6 +186,24 @@ class PipelineDashboard(Construct):
                 right=per_table(metrics.DELETES, "Sum"),
             ),
             _graph("Quarantined lines", per_table(metrics.QUARANTINED, "Sum")),
+            # Every lag stays 0 while the capture is stopped: its heartbeat's age shows it.
+            _graph(
+                "Capture heartbeat age (seconds)",
+                [
+                    _metric(
+                        metrics.NAMESPACE,
+                        metrics.HEARTBEAT_AGE,
+                        {metrics.ENVIRONMENT: lake.environment},
+                        "Maximum",
+                        "newest heartbeat change file",
+                    )
+                ],
+                annotations=[
+                    cloudwatch.HorizontalAnnotation(value=objectives[0] * 60, label="alarm")
+                ]
+                if objectives
+                else [],
+            ),
         ]
 
     @staticmethod

@@ -159,6 +159,17 @@ def test_operations_heartbeat_alarm_at_the_smallest_objective_pages_on_silence(
     assert alarm["AlarmActions"]
 
 
+def test_operations_dashboard_capture_heartbeat_age_at_its_alarm(dev: dict[str, Any]) -> None:
+    lines = _dashboard_metrics(dev)
+    assert ("CdcLake", "HeartbeatAgeSeconds", {"Environment": "dev"}) in lines
+    (threshold,) = [
+        a["Threshold"]
+        for a in resources(dev, "AWS::CloudWatch::Alarm").values()
+        if a["MetricName"] == "HeartbeatAgeSeconds"
+    ]
+    assert _annotations(dev, "Capture heartbeat age (seconds)") == [threshold]
+
+
 def test_operations_table_freshness_overrides_lake_default() -> None:
     import aws_cdk as cdk
     from aws_cdk import aws_lambda as lambda_
