@@ -102,11 +102,17 @@ def statements(
 
 @pytest.fixture(scope="module")
 def accesses(
-    server_recording: ServerRecording, streams: dict[str, tuple[str, str]], key_arn: str
+    server_recording: ServerRecording,
+    streams: dict[str, tuple[str, str]],
+    key_arn: str,
+    local: EnvironmentConfig,
 ) -> list[Access]:
     arns = {name: arn for arn, name in streams.values()}
     keys = dict.fromkeys(arns.values(), key_arn)
-    return kinesis_accesses(server_recording.recording, SERVER_USER_AGENT, arns, keys)
+    # The lake capture's S3 sink (the same AWS SDK) writes its change files, the heartbeat
+    # table's among them, to the same moto server while the recording runs.
+    sink = (f"/{local.prefix}-changes/topics/",)
+    return kinesis_accesses(server_recording.recording, SERVER_USER_AGENT, arns, keys, sink)
 
 
 def test_debezium_server_recording_wrote_each_stream_recorded(

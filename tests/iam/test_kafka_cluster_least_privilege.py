@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from connectors.configs import connector_name, heartbeat_topic, offsets_topic, topic_name
+from connectors.configs import (
+    connector_name,
+    heartbeat_changes_topic,
+    heartbeat_topic,
+    offsets_topic,
+    topic_name,
+)
 from environment.config import EnvironmentConfig, load_config
 from tests.iam.iam_helpers.kafka import (
     KAFKA_RECORDED_TABLES,
@@ -101,6 +107,7 @@ def msk_names(
     connectors = [connector_name(dev, "debezium-source"), connector_name(dev, "s3-sink")]
     names = {("Topic", topic_name(local, t)): [topic_name(dev, t)] for t in local.lake_tables}
     names[("Topic", heartbeat_topic(local))] = [heartbeat_topic(dev)]
+    names[("Topic", heartbeat_changes_topic(local))] = [heartbeat_changes_topic(dev)]
     names[("Topic", offsets_topic(local))] = [offsets_topic(dev)]
     # A sink's consumer group is Kafka Connect's "connect-<connector name>".
     sink = connector_name(local, "s3-sink")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -187,12 +188,15 @@ def kinesis_accesses(
     user_agent: str,
     stream_arns: Mapping[str, str],
     stream_keys: Mapping[str, str],
+    others: Sequence[str] = (),
 ) -> list[Access]:
     """The IAM authorizations of the recorded requests whose User-Agent starts with
     ``user_agent``: ``kinesis:<operation>`` on the stream (by name or ARN in the JSON body),
     and for a write to an encrypted stream ``kms:GenerateDataKey`` on its key (what Kinesis
     asks KMS for with the producer's permissions). Any other request of that client, or an
-    unknown stream, raises: an unmapped request must not pass unchecked."""
+    unknown stream, raises: an unmapped request must not pass unchecked. ``others``: URL path
+    prefixes of S3 objects another process writes with the same SDK on the same moto server
+    (the lake capture's S3 sink), whose requests are not this client's."""
     accesses: list[Access] = []
     by_arn = {arn: arn for arn in stream_arns.values()}
     for line in recording.splitlines():
@@ -203,6 +207,8 @@ def kinesis_accesses(
         if not headers.get("user-agent", "").startswith(user_agent):
             continue
         target = headers.get("x-amz-target", "")
+        if not target and urllib.parse.urlsplit(entry["url"]).path.startswith(tuple(others)):
+            continue
         named = f"{entry['method']} {target or entry['url']}"
         service, _, operation = target.partition(".")
         if not service.startswith("Kinesis_"):
