@@ -19,6 +19,21 @@ from cdclake_merge.storage import S3FileSystem, join
 
 REGION = "us-east-1"
 PREFIX = "cdclake-dev"
+
+
+def handler_environment(
+    monkeypatch: Any, *, budget: int, environment: str, heartbeats: str | None = None
+) -> None:
+    """The dispatcher Lambda's environment, as its stack sets it (tests/cdk holds the stack's)."""
+    monkeypatch.setenv("MAX_CONCURRENT_RUNS", str(budget))
+    monkeypatch.setenv("RETRY_SHARE", "0.5")
+    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
+    monkeypatch.setenv("METRICS_ENVIRONMENT", environment)
+    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
+    if heartbeats is not None:
+        monkeypatch.setenv("HEARTBEAT_CHANGES", heartbeats)
+
+
 JOB_TAGS = {MERGE_JOB_TAG: f"{PREFIX}-merge-"}  # as the stack tags each merge job
 DATABASE = "cdclake_dev"
 CHANGES = "cdclake-dev-changes"
@@ -218,24 +233,20 @@ def make_unreadable(world: World, table: str) -> None:
     )
 
 
-def lag_values(environment: str, table: str, around: float) -> list[float]:
-    """The ``LagSeconds`` datapoints of ``table`` on moto's CloudWatch within a day of
-    ``around`` (epoch seconds), oldest first."""
+def metric_values(metric: str, dims: list[dict[str, str]], around: float) -> list[float]:
+    """The datapoints (maximum a minute) of the lake metric ``metric`` with ``dims`` on
+    moto's CloudWatch within a day of ``around`` (epoch seconds), oldest first."""
     from datetime import UTC, datetime, timedelta
 
-    from cdclake_merge.metrics import LAG, NAMESPACE, dimensions
+    from cdclake_merge.metrics import NAMESPACE
 
     moment = datetime.fromtimestamp(around, UTC)
     answer = boto3.client("cloudwatch", region_name=REGION).get_metric_data(
         MetricDataQueries=[
             {
-                "Id": "lag",
+                "Id": "found",
                 "MetricStat": {
-                    "Metric": {
-                        "Namespace": NAMESPACE,
-                        "MetricName": LAG,
-                        "Dimensions": dimensions(environment, table),
-                    },
+                    "Metric": {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": dims},
                     "Period": 60,
                     "Stat": "Maximum",
                 },
@@ -247,6 +258,13 @@ def lag_values(environment: str, table: str, around: float) -> list[float]:
     )
     (result,) = answer["MetricDataResults"]
     return [float(v) for v in result["Values"]]
+
+
+def lag_values(environment: str, table: str, around: float) -> list[float]:
+    """The ``LagSeconds`` datapoints of ``table`` (:func:`metric_values`)."""
+    from cdclake_merge.metrics import LAG, dimensions
+
+    return metric_values(LAG, dimensions(environment, table), around)
 
 
 def lag_dimensions() -> list[dict[str, str]]:
@@ -456,34 +474,10 @@ def put_heartbeat(world: World, offset: int, *, written: float | None = None) ->
 
 
 def heartbeat_ages(environment: str, around: float) -> list[float]:
-    """The ``HeartbeatAgeSeconds`` datapoints of ``environment`` on moto's CloudWatch within a
-    day of ``around`` (epoch seconds), oldest first."""
-    from datetime import UTC, datetime, timedelta
+    """The ``HeartbeatAgeSeconds`` datapoints of ``environment`` (:func:`metric_values`)."""
+    from cdclake_merge.metrics import HEARTBEAT_AGE, environment_dimensions
 
-    from cdclake_merge.metrics import HEARTBEAT_AGE, NAMESPACE, environment_dimensions
-
-    moment = datetime.fromtimestamp(around, UTC)
-    answer = boto3.client("cloudwatch", region_name=REGION).get_metric_data(
-        MetricDataQueries=[
-            {
-                "Id": "heartbeat",
-                "MetricStat": {
-                    "Metric": {
-                        "Namespace": NAMESPACE,
-                        "MetricName": HEARTBEAT_AGE,
-                        "Dimensions": environment_dimensions(environment),
-                    },
-                    "Period": 60,
-                    "Stat": "Maximum",
-                },
-            }
-        ],
-        StartTime=moment - timedelta(days=1),
-        EndTime=moment + timedelta(days=1),
-        ScanBy="TimestampAscending",
-    )
-    (result,) = answer["MetricDataResults"]
-    return [float(v) for v in result["Values"]]
+    return metric_values(HEARTBEAT_AGE, environment_dimensions(environment), around)
 
 
 def heartbeat_alarm(template: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ instants newest first, reading each commit file only when it is reached."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from tests.dispatch.dispatch_helpers import (
     World,
     changes_of,
     commit_everything_listed,
-    lake_on_moto,
     put_change_file,
 )
 
@@ -28,14 +26,6 @@ ORDERS = "public.orders"
 LAKE_TABLE = f"{DATABASE}.public_orders"
 # More commits than the old search window (50) read every turn.
 COMMITS = 60
-
-
-@pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    with lake_on_moto() as created:
-        yield created
 
 
 def _long_timeline(world: World, *, compactions: int = 0) -> None:

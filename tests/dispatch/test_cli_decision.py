@@ -4,27 +4,17 @@ found or said missing, and the screen it prints."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
 from cdclake.dispatch import aws_targets
 from cdclake_merge.dispatch import Decision
 from environment.config import load_config
-from tests.dispatch.dispatch_helpers import REGION, World, create_job, lake_on_moto, rendered_rows
+from tests.dispatch.dispatch_helpers import World, create_job, rendered_rows
 
 pytestmark = pytest.mark.moto
 
 ORDERS = "public.orders"
-
-
-@pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with lake_on_moto() as created:
-        yield created
 
 
 def test_aws_targets_deployed_job_read_as_its_table(world: World) -> None:

@@ -4,7 +4,6 @@ and their runs (CreateJob, GetJob, GetJobRuns, StartJobRun)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,7 +33,6 @@ from tests.dispatch.dispatch_helpers import (
     create_sized_job,
     hold_runs,
     job_name,
-    lake_on_moto,
     mark_catalog_unsynced,
     put_change_bytes,
     put_change_file,
@@ -45,16 +43,6 @@ pytestmark = pytest.mark.moto
 
 ORDERS, CUSTOMERS, ITEMS = "public.orders", "public.customers", "public.items"
 PAYMENTS, REFUNDS = "public.payments", "public.refunds"
-
-
-@pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    """A fresh lake per test: each test starts runs, which the next must not see."""
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with lake_on_moto() as created:
-        yield created
 
 
 def _dispatch(world: World, *tables: str, budget: int = 10) -> dict[str, Decision]:

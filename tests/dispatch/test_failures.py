@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,12 +29,10 @@ from cdclake_merge.storage import LocalFileSystem, S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
     BAD_FRACTION_ERROR,
-    REGION,
     World,
     create_job,
     end_run,
     job_name,
-    lake_on_moto,
     put_change_file,
     touch_job,
 )
@@ -49,16 +46,6 @@ ORDERS, CUSTOMERS, ITEMS, PAYMENTS = (
 INTERVAL = 900.0  # the schedule's, seconds
 # A run's executors lost mid-stage: Spark's words, which no retry can be told to repeat.
 LOST_EXECUTORS = "An error occurred while calling o98.save. Executor 3 lost (heartbeat timed out)"
-
-
-@pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    """A fresh lake per test: each test starts and fails runs the next must not see."""
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with lake_on_moto() as created:
-        yield created
 
 
 def _targets(world: World, *tables: str) -> list[Target]:

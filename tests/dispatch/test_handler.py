@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +12,15 @@ from lambdas.dispatcher.handler import DispatchFailed, handler
 from tests.dispatch.dispatch_helpers import (
     BAD_FRACTION_ERROR,
     JOB_TAGS,
-    PREFIX,
     REGION,
     FakeContext,
     World,
     create_job,
     create_sized_job,
     end_run,
+    handler_environment,
     handler_log,
     job_name,
-    lake_on_moto,
     put_change_bytes,
     put_change_file,
 )
@@ -36,17 +34,10 @@ MANY_TABLES = 320
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("MAX_CONCURRENT_RUNS", "1")
-    monkeypatch.setenv("RETRY_SHARE", "0.5")
-    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
-    monkeypatch.setenv("METRICS_ENVIRONMENT", "dev")
-    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
-    with lake_on_moto() as created:
-        yield created
+def world(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
+    """The lake, with the dispatcher Lambda's environment."""
+    handler_environment(monkeypatch, budget=1, environment="dev")
+    return world
 
 
 def _started(world: World, table: str) -> int:

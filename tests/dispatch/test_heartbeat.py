@@ -9,7 +9,6 @@ heartbeat's age grows past the alarm's threshold instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,16 +16,14 @@ import pytest
 from lambdas.dispatcher.handler import handler
 from tests.dispatch.dispatch_helpers import (
     HEARTBEATS,
-    PREFIX,
-    REGION,
     FakeContext,
     World,
     commit_everything_listed,
     create_job,
+    handler_environment,
     heartbeat_ages,
     heartbeat_alarm,
     lag_values,
-    lake_on_moto,
     put_change_file,
     put_heartbeat,
 )
@@ -38,18 +35,10 @@ ENVIRONMENT = "dev"
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("MAX_CONCURRENT_RUNS", "4")
-    monkeypatch.setenv("RETRY_SHARE", "0.5")
-    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
-    monkeypatch.setenv("METRICS_ENVIRONMENT", ENVIRONMENT)
-    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
-    monkeypatch.setenv("HEARTBEAT_CHANGES", HEARTBEATS)
-    with lake_on_moto() as created:
-        yield created
+def world(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
+    """The lake, with the dispatcher Lambda's environment."""
+    handler_environment(monkeypatch, budget=4, environment=ENVIRONMENT, heartbeats=HEARTBEATS)
+    return world
 
 
 @pytest.fixture(scope="module")

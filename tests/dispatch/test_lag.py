@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,18 +19,17 @@ from cdclake_merge.dispatch import Decision, dispatch, target_from_job
 from cdclake_merge.storage import S3FileSystem
 from lambdas.dispatcher.handler import DispatchFailed, handler, publish_lag
 from tests.dispatch.dispatch_helpers import (
-    PREFIX,
     REGION,
     FakeContext,
     World,
     commit_everything_listed,
     create_job,
+    handler_environment,
     hold_runs,
     job_name,
     lag_alarm_threshold,
     lag_dimensions,
     lag_values,
-    lake_on_moto,
     make_unreadable,
     put_change_file,
 )
@@ -44,18 +42,10 @@ ENVIRONMENT = "dev"
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    """A fresh lake and CloudWatch per test: each test publishes what the next must not see."""
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("MAX_CONCURRENT_RUNS", "4")
-    monkeypatch.setenv("RETRY_SHARE", "0.5")
-    monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
-    monkeypatch.setenv("METRICS_ENVIRONMENT", ENVIRONMENT)
-    monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
-    with lake_on_moto() as created:
-        yield created
+def world(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
+    """The lake, with the dispatcher Lambda's environment."""
+    handler_environment(monkeypatch, budget=4, environment=ENVIRONMENT)
+    return world
 
 
 @pytest.fixture(scope="module")
