@@ -23,7 +23,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -47,15 +46,11 @@ WAITING_EVERY = 10  # one table in ten has a change file waiting
 SETUP_THREADS = 8
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def moto_server() -> Iterator[str]:
     """moto's server in a process of its own on 127.0.0.1; its endpoint."""
+    from cdclake.local.processes import free_port, port_open
+
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -64,14 +59,10 @@ def moto_server() -> Iterator[str]:
     )
     try:
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto server did not start") from None
-                time.sleep(0.1)
+        while not port_open(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the moto server did not start")
+            time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
