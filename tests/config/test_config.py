@@ -359,7 +359,21 @@ def test_load_config_flex_on_large_workers_is_rejected(tmp_path: Path) -> None:
     )
 
 
-def test_load_config_glue_job_of_fanout_only_table_is_rejected(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("setting", "value", "reason"),
+    [
+        (
+            "glue_job",
+            {"number_of_workers": 4},
+            "glue_job sizes the lake's merge: the table has lake",
+        ),
+        ("expected_rows", 5, "expected_rows sizes the lake table"),
+        ("retain_hours", 6, "retain_hours keeps lake file versions"),
+    ],
+)
+def test_load_config_lake_setting_of_a_fanout_only_table_is_rejected(
+    tmp_path: Path, setting: str, value: object, reason: str
+) -> None:
     data = _minimal()
     data["tables"] = [
         {
@@ -367,10 +381,10 @@ def test_load_config_glue_job_of_fanout_only_table_is_rejected(tmp_path: Path) -
             "primary_key": ["id"],
             "lake": False,
             "fanout": True,
-            "glue_job": {"number_of_workers": 4},
-        },
+            setting: value,
+        }
     ]
-    with pytest.raises(ConfigError, match="glue_job sizes the lake's merge: the table has lake"):
+    with pytest.raises(ConfigError, match=reason):
         load_config(path=_write(tmp_path, data))
 
 
@@ -399,21 +413,6 @@ def test_load_config_expected_rows_sizes_the_tables_record_index(tmp_path: Path)
     assert load_config(path=_write(tmp_path, data)).tables[0].record_index_file_groups == 89
 
 
-def test_load_config_expected_rows_of_a_fanout_only_table_is_rejected(tmp_path: Path) -> None:
-    data = _minimal()
-    data["tables"] = [
-        {
-            "name": "public.orders",
-            "primary_key": ["id"],
-            "lake": False,
-            "fanout": True,
-            "expected_rows": 5,
-        }
-    ]
-    with pytest.raises(ConfigError, match="expected_rows sizes the lake table"):
-        load_config(path=_write(tmp_path, data))
-
-
 def test_services_of_a_tables_retain_hours_overrides_the_lakes(tmp_path: Path) -> None:
     data = _minimal()
     data["lake"] = {"retain_hours": 24}
@@ -425,21 +424,6 @@ def test_services_of_a_tables_retain_hours_overrides_the_lakes(tmp_path: Path) -
     orders, items = config.tables
     assert config.lake.services_of(orders)["retain_hours"] == 6
     assert config.lake.services_of(items)["retain_hours"] == 24
-
-
-def test_load_config_retain_hours_of_a_fanout_only_table_is_rejected(tmp_path: Path) -> None:
-    data = _minimal()
-    data["tables"] = [
-        {
-            "name": "public.orders",
-            "primary_key": ["id"],
-            "lake": False,
-            "fanout": True,
-            "retain_hours": 6,
-        }
-    ]
-    with pytest.raises(ConfigError, match="retain_hours keeps lake file versions"):
-        load_config(path=_write(tmp_path, data))
 
 
 def test_load_config_change_files_expiring_before_savepoints_is_rejected(tmp_path: Path) -> None:
