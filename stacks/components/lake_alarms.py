@@ -43,15 +43,19 @@ def lake_metric(
     name: str,
     *,
     environment: str,
-    table: str,
+    table: str | None,
     statistic: str,
     period: cdk.Duration = GRAPH_PERIOD,
 ) -> cloudwatch.Metric:
-    """One of the metrics a merge run of ``table`` (schema.table) publishes."""
+    """One of the lake metrics of ``table`` (schema.table), or of the environment's alone
+    (None: the dispatcher's heartbeat age)."""
+    dimensions = {metrics.ENVIRONMENT: environment}
+    if table is not None:
+        dimensions[metrics.TABLE] = table
     return cloudwatch.Metric(
         namespace=metrics.NAMESPACE,
         metric_name=name,
-        dimensions_map={metrics.ENVIRONMENT: environment, metrics.TABLE: table},
+        dimensions_map=dimensions,
         statistic=statistic,
         period=period,
     )
@@ -157,10 +161,10 @@ class LakeAlarms(Construct):
                 "stopped or failing, or the dispatcher reported no heartbeat age. See "
                 "docs/operations.md#metrics-alarms-and-the-dashboard"
             ),
-            metric=cloudwatch.Metric(
-                namespace=metrics.NAMESPACE,
-                metric_name=metrics.HEARTBEAT_AGE,
-                dimensions_map={metrics.ENVIRONMENT: environment},
+            metric=lake_metric(
+                metrics.HEARTBEAT_AGE,
+                environment=environment,
+                table=None,
                 statistic="Maximum",
                 period=cdk.Duration.minutes(minutes),
             ),
