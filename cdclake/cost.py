@@ -14,7 +14,9 @@ from typing import Any
 
 from cdclake_merge.dispatch import Sizing
 from environment.capacity import WORKER_VCPUS
-from environment.config import EnvironmentConfig, GlueJobConfig, TableConfig
+from environment.config import EnvironmentConfig
+from environment.lake import GlueJobConfig
+from environment.tables import TableConfig
 
 # --- Constants, each with its source (docs/cost.md#cost-model) -------------------------------
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from environment.config import EnvironmentConfig, TableConfig
+from environment.config import EnvironmentConfig
+from environment.tables import TableConfig
 
 if TYPE_CHECKING:
     from cdclake_merge.job import MergeOptions

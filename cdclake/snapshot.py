@@ -179,7 +179,7 @@ def signal_tables_for(config: EnvironmentConfig, table: str, capture: str | None
     }
     if capture is None:
         return carried
-    from environment.config import Capture
+    from environment.fields import Capture
 
     captures = get_args(Capture)
     if capture not in captures:

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from environment.config import EnvironmentConfig, TableConfig
+from environment.config import EnvironmentConfig
+from environment.tables import TableConfig
 
 CONFIG_PROVIDER = "secretsmanager"
 CONFIG_PROVIDER_CLASS = "com.amazonaws.kafka.config.providers.SecretsManagerConfigProvider"

@@ -16,7 +16,8 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from environment.config import KinesisConfig, TableConfig
+from environment.config import KinesisConfig
+from environment.tables import TableConfig
 from stacks.components.nag import acknowledge
 
 

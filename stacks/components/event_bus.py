@@ -15,7 +15,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from environment.config import FanOutConfig, TableConfig
+from environment.config import FanOutConfig
+from environment.tables import TableConfig
 from stacks.components.dead_letters import dead_letter_queue
 
 

@@ -23,7 +23,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from environment.config import ConfigError, ConsumerConfig, FanOutConfig, HttpTarget, TableConfig
+from environment.config import ConfigError, ConsumerConfig, FanOutConfig, HttpTarget
+from environment.tables import TableConfig
 from stacks.components.dead_letters import DEAD_LETTER_RETENTION, dead_letter_queue
 
 API_KEY_HEADER = "x-api-key"

@@ -20,13 +20,14 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from environment.config import FanOutConfig, TableConfig
+from environment.config import FanOutConfig
 from environment.fanout_settings import (
     FAILED_RECORDS_RETENTION_DAYS,
     MAPPING,
     PUT_EVENTS_BACKOFF_SECONDS,
     PUT_EVENTS_MAX_ATTEMPTS,
 )
+from environment.tables import TableConfig
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import access_log_bucket, log_group
 from stacks.components.nag import KMS_GRANT_REASON, acknowledge_wildcards

@@ -31,7 +31,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdclake_merge import metrics
-from environment.config import LakeConfig, TableConfig
+from environment.lake import LakeConfig
+from environment.tables import TableConfig
 
 QUARANTINE_PERIOD = cdk.Duration.minutes(5)
 GRAPH_PERIOD = cdk.Duration.minutes(5)

@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from environment.config import LakeConfig
+from environment.lake import LakeConfig
 from stacks.components.log_storage import access_log_bucket
 
 

@@ -22,7 +22,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from environment.config import DispatchConfig
+from environment.lake import DispatchConfig
 from environment.paths import REPO_ROOT
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group

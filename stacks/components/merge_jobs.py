@@ -18,9 +18,10 @@ from constructs import Construct
 from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
-from environment.config import LakeConfig, TableConfig
+from environment.lake import LakeConfig
 from environment.names import merge_job_prefix, resource_name
 from environment.paths import REPO_ROOT
+from environment.tables import TableConfig
 from stacks.components.log_storage import log_group
 
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"

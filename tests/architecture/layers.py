@@ -76,7 +76,7 @@ def imports() -> dict[str, set[str]]:
 
 
 def imported_names(module: str) -> set[str]:
-    """Every dotted name ``module`` imports, ours or not (``environment.config.TableConfig``)."""
+    """Every dotted name ``module`` imports, ours or not (``environment.tables.TableConfig``)."""
     path = modules()[module]
     tree = ast.parse(path.read_text(), filename=str(path))
     return set(_imported(tree, module, path.name == "__init__.py"))

@@ -227,7 +227,7 @@ def test_lake_config_freshness_of_table_setting_wins_over_the_lake_default(
 
 
 def test_glue_job_config_run_cap_defaults_follow_workers_and_timeout() -> None:
-    from environment.config import GlueJobConfig
+    from environment.lake import GlueJobConfig
 
     small = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
     wide = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
@@ -282,7 +282,7 @@ def test_load_config_dispatch_slower_than_freshness_names_schedule_and_table(
 
 
 def test_dispatch_config_interval_of_every_n_minutes_cron_is_n() -> None:
-    from environment.config import DispatchConfig
+    from environment.lake import DispatchConfig
 
     assert DispatchConfig(schedule="cron(0/20 * * * ? *)").interval_minutes() == 20
     assert DispatchConfig(schedule="cron(0 12 * * ? *)").interval_minutes() is None
@@ -324,7 +324,7 @@ def test_glue_job_of_run_caps_follow_the_tables_workers(tmp_path: Path) -> None:
 
 
 def test_glue_job_config_bytes_per_executor_is_the_byte_caps_unit() -> None:
-    from environment.config import GlueJobConfig
+    from environment.lake import GlueJobConfig
 
     job = GlueJobConfig(worker_type="G.2X", number_of_workers=5, timeout_minutes=60)
     assert job.bytes_per_run() == 4 * job.bytes_per_executor()
@@ -440,7 +440,7 @@ def test_load_config_change_files_outliving_savepoints_loads(tmp_path: Path) -> 
 
 
 def test_glue_job_compaction_io_is_a_quarter_timeout_of_executor_rewrites() -> None:
-    from environment.config import GlueJobConfig
+    from environment.lake import GlueJobConfig
 
     job = GlueJobConfig(worker_type="G.1X", number_of_workers=2, timeout_minutes=60)
     # 1 executor x 4 vCPUs x 900 s x 5 MiB/s
@@ -465,13 +465,13 @@ def test_load_config_dispatch_retry_share_zero_is_rejected(tmp_path: Path) -> No
 
 
 def test_dispatch_config_backoff_unit_of_a_rate_is_one_turn() -> None:
-    from environment.config import DispatchConfig
+    from environment.lake import DispatchConfig
 
     assert DispatchConfig(schedule="rate(15 minutes)").backoff_unit_seconds() == 900
 
 
 def test_dispatch_config_backoff_unit_of_a_daily_cron_is_an_hour() -> None:
-    from environment.config import DispatchConfig
+    from environment.lake import DispatchConfig
 
     assert DispatchConfig(schedule="cron(0 12 * * ? *)").backoff_unit_seconds() == 3600
 

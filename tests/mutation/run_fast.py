@@ -41,6 +41,8 @@ SCOPE: dict[str, list[str]] = {
     "cdclake_merge.positions": ["cdclake_merge.positions.*"],
     "cdclake_merge.metrics": ["cdclake_merge.metrics.*"],
     "environment.config": ["environment.config.*"],
+    "environment.tables": ["environment.tables.*"],
+    "environment.lake": ["environment.lake.*"],
     "environment.names": ["environment.names.*"],
     "environment.artifacts": ["environment.artifacts.*"],
     "environment.replication": ["environment.replication.*"],
