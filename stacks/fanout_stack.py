@@ -59,7 +59,17 @@ class FanOutStack(cdk.Stack):
         )
         # Where the environment keeps its data, failed records and dead letters outlive the stack.
         retain = config.database.deletion_protection
+        if not config.fanout_tables:
+            # The fan-out turned off keeps its key alone: prod's retained queues stay readable
+            # under it, turning the fan-out back on finds it, and the stack keeps a resource
+            # (CloudFormation refuses a template without one). A Debezium Server with nothing
+            # to capture would hold a slot open for no table.
+            return
+        self._build(config, vpc=vpc, database=database, retain=retain)
 
+    def _build(
+        self, config: EnvironmentConfig, *, vpc: ec2.IVpc, database: DatabaseStack, retain: bool
+    ) -> None:
         # Kinesis: one stream per fan-out table.
         self.change_streams = ChangeStreams(
             self,

@@ -119,7 +119,9 @@ class OperationsStack(cdk.Stack):
                     for name in consumers
                     for role, alarm_name in dead_letter_alarm_names(config.prefix, name).items()
                 },
-            ),
+            )
+            if config.fanout_tables
+            else None,
             lake=WatchedLake(
                 environment=config.env,
                 merge_jobs=merge_jobs,
@@ -131,7 +133,7 @@ class OperationsStack(cdk.Stack):
         )
 
         # A rotated replication password reaches the captures only when their tasks restart.
-        services = [fanout.debezium_server.service]
+        services = [fanout.debezium_server.service] if config.fanout_tables else []
         self.credential_refresh = CredentialRefresh(
             self,
             "CredentialRefresh",

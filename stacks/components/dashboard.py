@@ -127,9 +127,10 @@ class PipelineDashboard(Construct):
         dashboard_name: str,
         database: WatchedDatabase,
         capture: WatchedCapture,
-        fanout: WatchedFanOut,
+        fanout: WatchedFanOut | None,
         lake: WatchedLake,
     ) -> None:
+        """``fanout``: None where the environment has no fan-out table (no row drawn)."""
         super().__init__(scope, construct_id)
         self.dashboard = cloudwatch.Dashboard(
             self,
@@ -142,8 +143,8 @@ class PipelineDashboard(Construct):
             self._merge_jobs(lake),
             self._database(database),
             self._capture(capture),
-            self._fanout(fanout),
-            self._dead_letters(fanout),
+            self._fanout(fanout) if fanout else [],
+            self._dead_letters(fanout) if fanout else [],
         ):
             self.dashboard.add_widgets(*row)
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from connectors import versions
 
@@ -174,6 +177,35 @@ def synth_config_dir(env: str, config_dir: Path, outdir: Path) -> dict[str, dict
         role: dict(assembly.get_stack_by_name(stack.stack_name).template)
         for role, stack in stacks.items()
     }
+
+
+#: An edit a user makes to an environment's config file, on its YAML as a dict.
+ConfigEdit = Callable[[dict[str, Any]], None]
+_EDITED: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+
+def fanout_turned_off(raw: dict[str, Any]) -> None:
+    """Every table out of the fan-out and its consumers removed, as the config's validation
+    asks (a consumer names fan-out tables only)."""
+    for table in raw["tables"]:
+        table["fanout"] = False
+    raw["fanout"]["consumers"] = []
+
+
+def synth_edited(env: str, edit: ConfigEdit, scratch: Path) -> dict[str, dict[str, Any]]:
+    """Every stack's template, by role, of ``env``'s checked-in config with ``edit`` applied
+    (written to a folder under ``scratch``, as ``-c config_dir`` reads it); each edit is
+    synthesized once per session, whichever test modules ask for it."""
+    key = (env, f"{edit.__module__}.{edit.__qualname__}")
+    if key not in _EDITED:
+        root = Path(__file__).resolve().parents[2]
+        raw = yaml.safe_load((root / "config" / f"{env}.yaml").read_text())
+        edit(raw)
+        folder = scratch / f"{env}-{edit.__name__}"
+        (folder / "config").mkdir(parents=True)
+        (folder / "config" / f"{env}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        _EDITED[key] = synth_config_dir(env, folder / "config", folder / "cdk.out")
+    return _EDITED[key]
 
 
 def imported_names(value: Any) -> set[str]:

@@ -17,14 +17,18 @@ from stacks.components.fanout_function import routes
 from tests.cdk.stack_helpers import (
     as_list,
     assert_reads_exactly,
+    fanout_turned_off,
     flat,
     masked,
     of_type,
     only,
+    policy_statements,
+    props,
     rds_ca_object,
     resources,
     strings,
     synth_config_variant,
+    synth_edited,
 )
 
 pytestmark = pytest.mark.cdk
@@ -504,3 +508,33 @@ def test_fanout_debezium_server_settings_naming_an_unmounted_offsets_file_refuse
             database_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:s-AbCdEf",
             rds_ca_bundle=None,
         )
+
+
+@pytest.fixture(scope="module")
+def fanout_off(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """dev's stacks with every table out of the fan-out and its consumer removed."""
+    return synth_edited("dev", fanout_turned_off, tmp_path_factory.mktemp("fanout-off"))
+
+
+def test_fanout_stack_fanout_turned_off_keeps_only_its_key(
+    fanout_off: dict[str, dict[str, Any]],
+) -> None:
+    # No Debezium Server holding a slot for no table, no streams, function, bus or consumers;
+    # the key stays, retained, under whatever prod's queues kept.
+    resources_left = list(fanout_off["fanout"]["Resources"].values())
+    assert [(r["Type"], r.get("DeletionPolicy")) for r in resources_left] == [
+        ("AWS::KMS::Key", "Retain")
+    ]
+
+
+def test_fanout_stack_fanout_turned_off_credential_refresh_restarts_no_service(
+    fanout_off: dict[str, dict[str, Any]],
+) -> None:
+    operations = fanout_off["operations"]
+    (function,) = [
+        f
+        for f in props(operations, "AWS::Lambda::Function")
+        if "ECS_SERVICES" in f.get("Environment", {}).get("Variables", {})
+    ]
+    assert function["Environment"]["Variables"]["ECS_SERVICES"] == "[]"
+    assert not [s for s in policy_statements(operations) if "ecs:UpdateService" in s["Action"]]
