@@ -86,6 +86,14 @@ OPTIONAL = {
 }
 
 
+class RunFailed(Exception):
+    """The run's failure in one line (``cdclake merge failed: …``). Raised out of the script,
+    it fails the Glue run with that line in its ErrorMessage ("RunFailed: cdclake merge
+    failed: …"), where the dispatcher tells a failure a retry would repeat
+    (``cdclake_merge.failures.DETERMINISTIC``); printed before a bare exit status, the line
+    reached only the run's log, and its ErrorMessage said no more than "SystemExit: 1"."""
+
+
 def parse_arguments(argv: list[str]) -> dict[str, str]:
     """Glue's ``getResolvedOptions`` where it exists, argparse with the same names elsewhere."""
     try:
@@ -174,6 +182,8 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    """Run the job; 0 once done. :class:`RunFailed` when the run fails for a reason of its own
+    (a refused argument, the merge's gates, a schema change the table cannot take)."""
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError, run_merge
     from cdclake_merge.metrics import TableRun, publish
@@ -184,13 +194,11 @@ def main(argv: list[str]) -> int:
     args = parse_arguments(argv)
     mode = args["mode"]
     if mode not in MODES:
-        print(f"cdclake: --mode must be one of {', '.join(MODES)}, not {mode!r}", file=sys.stderr)
-        return 2
+        raise RunFailed(f"cdclake: --mode must be one of {', '.join(MODES)}, not {mode!r}")
     try:
         options = merge_options(args)
     except ValueError as exc:  # a job argument edited in the console: fail before a session
-        print(f"cdclake {mode} failed: {exc}", file=sys.stderr)
-        return 2
+        raise RunFailed(f"cdclake {mode} failed: {exc}") from None
     spark, job = build_session(args)
     started = time.monotonic()
     try:
@@ -216,8 +224,7 @@ def main(argv: list[str]) -> int:
             output = {"cdclake_merge": merged.as_dict()}
     except (MergeError, CatalogSyncError, ValueError) as exc:  # RestoreError is a ValueError
         # Fail the Glue run visibly with one line; a rerun starts from the last commit.
-        print(f"cdclake {mode} failed: {exc}", file=sys.stderr)
-        return 1
+        raise RunFailed(f"cdclake {mode} failed: {exc}") from exc
     print(json.dumps(output))
     # A replay publishes nothing: it applies old lines out of band; the next merge reports lag.
     if mode == "merge" and args.get("environment"):

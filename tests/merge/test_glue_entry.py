@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import runpy
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,14 +139,33 @@ def test_glue_entry_older_job_without_run_cap_applies_everything() -> None:
     assert (options.max_files, options.max_bytes) == (None, None)
 
 
-def test_glue_entry_run_cap_not_a_number_refused_before_a_session(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_glue_entry_run_cap_not_a_number_refused_before_a_session() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = list(MINIMAL_ARGV)
     argv += ["--max_bad_fraction", "0", "--max_files_per_run", "10k"]
-    assert module["main"](argv) == 2
-    assert capsys.readouterr().err.strip() == (
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"](argv)
+    assert str(refused.value) == (
         "cdclake merge failed: --max_files_per_run must be a positive whole number, not '10k'"
     )
+
+
+def test_glue_entry_script_failure_ends_on_its_line_for_the_runs_error_message() -> None:
+    # Glue records a script's uncaught exception as the run's ErrorMessage ("Type: message"):
+    # the dispatcher parks a table on the merge's own words there (cdclake_merge.failures).
+    from cdclake_merge.failures import deterministic_kind
+
+    argv = [*MINIMAL_ARGV[1:], "--max_bad_fraction", "0", "--max_files_per_run", "10k"]
+    ran = subprocess.run(
+        [sys.executable, str(ENTRY), *argv], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 1, ran.stderr
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last == (
+        "RunFailed: cdclake merge failed: --max_files_per_run must be a positive whole number, "
+        "not '10k'"
+    )
+    assert deterministic_kind(last) == "ConfigError"
 
 
 def test_glue_entry_template_arguments_without_mode_merge(orders_job: dict[str, Any]) -> None:
@@ -153,12 +174,13 @@ def test_glue_entry_template_arguments_without_mode_merge(orders_job: dict[str, 
     assert module["parse_arguments"](local_argv(orders_job, Path("/b")))["mode"] == "merge"
 
 
-def test_glue_entry_unknown_mode_refused_before_a_session(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_glue_entry_unknown_mode_refused_before_a_session() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = list(MINIMAL_ARGV)
     argv += ["--max_bad_fraction", "0", "--mode", "replay-all"]
-    assert module["main"](argv) == 2
-    assert capsys.readouterr().err.strip() == (
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"](argv)
+    assert str(refused.value) == (
         "cdclake: --mode must be one of merge, replay, restore, not 'replay-all'"
     )
 
