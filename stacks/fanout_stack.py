@@ -75,6 +75,7 @@ class FanOutStack(cdk.Stack):
             self,
             "Streams",
             config=config.kinesis,
+            prefix=config.prefix,
             tables=config.fanout_tables,
             encryption_key=self.encryption_key,
         )
@@ -146,6 +147,7 @@ class FanOutStack(cdk.Stack):
             self,
             "FanOut",
             fanout=config.fanout,
+            prefix=config.prefix,
             tables=config.fanout_tables,
             encryption_key=self.encryption_key,
             bus=self.event_bus,

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -16,6 +15,7 @@ from constructs import Construct
 from connectors.configs import broker_count, connector_name, topic_name
 from environment.config import EnvironmentConfig
 from stacks.capture_stack import CaptureStack
+from stacks.components.change_streams import stream_name
 from stacks.components.credential_refresh import CredentialRefresh
 from stacks.components.dashboard import (
     PipelineDashboard,
@@ -24,7 +24,10 @@ from stacks.components.dashboard import (
     WatchedFanOut,
     WatchedLake,
 )
+from stacks.components.debezium_server import service_names
 from stacks.components.event_consumers import consumer_rule_name, dead_letter_alarm_names
+from stacks.components.fanout_function import failed_records_alarm_name
+from stacks.components.fanout_function import function_name as fanout_function_name
 from stacks.components.lake_alarms import LakeAlarms
 from stacks.components.merge_job_failures import MergeJobFailures
 from stacks.components.nag import acknowledge_wildcards
@@ -36,12 +39,12 @@ from stacks.lake_stack import LakeStack
 class OperationsStack(cdk.Stack):
     """Reads the other stacks, changes none of them: nothing there depends on this one.
 
-    Names fixed by config (cluster, connectors, topics, jobs, the bus, the consumers' rules and
-    dead-letter alarms) are used as they are, so a documented change (connectors removed for an
-    upgrade, a consumer removed) takes no export this stack imports away; CloudFormation refuses
-    to delete or change an export in use. Only what those changes leave alone is imported: the
-    alarm topic, the replication secret, the fan-out function, streams, failure queue and the
-    Debezium Server service.
+    Names fixed by config (cluster, connectors, topics, jobs, the fan-out's streams, function,
+    bus, Debezium Server service, the consumers' rules and dead-letter alarms) are used as they
+    are, so a documented change (connectors removed for an upgrade, a fan-out table or consumer
+    removed, the fan-out turned off) takes no export this stack imports away; CloudFormation
+    refuses to delete or change an export in use. Only what those changes leave alone is
+    imported: the alarm topic, the replication secret and the dispatcher.
     """
 
     def __init__(
@@ -57,7 +60,9 @@ class OperationsStack(cdk.Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.add_dependency(capture)  # drawn, not referenced: deploy after it all the same
+        # Drawn and restarted by name, not referenced: deploy after them all the same.
+        self.add_dependency(capture)
+        self.add_dependency(fanout)
         # Where the environment keeps its data, dead letters outlive the stack.
         retain = config.database.deletion_protection
         alarm_topic = sns.Topic.from_topic_arn(self, "AlarmTopic", database.alarm_topic.topic_arn)
@@ -91,6 +96,7 @@ class OperationsStack(cdk.Stack):
         )
 
         consumers = [c.name for c in config.fanout.consumers]
+        fanout_tables = config.fanout_tables
         connectors = [connector_name(config, "debezium-source"), connector_name(config, "s3-sink")]
         self.dashboard = PipelineDashboard(
             self,
@@ -109,18 +115,20 @@ class OperationsStack(cdk.Stack):
                 topics=[topic_name(config, t) for t in config.lake_tables],
             ),
             fanout=WatchedFanOut(
-                function=fanout.fanout_function,
-                streams=fanout.kinesis_streams,
-                failure_queue=fanout.fanout.failure_queue,
+                function_name=fanout_function_name(config.prefix),
+                stream_names={t.name: stream_name(config.prefix, t.name) for t in fanout_tables},
                 bus_name=config.resource_name("changes"),  # as FanOutStack names it
                 rule_names={name: consumer_rule_name(config.prefix, name) for name in consumers},
                 dead_letter_alarm_names={
-                    f"{name} {role}": alarm_name
-                    for name in consumers
-                    for role, alarm_name in dead_letter_alarm_names(config.prefix, name).items()
+                    "fanout failed records": failed_records_alarm_name(config.prefix),
+                    **{
+                        f"{name} {role}": alarm_name
+                        for name in consumers
+                        for role, alarm_name in dead_letter_alarm_names(config.prefix, name).items()
+                    },
                 },
             )
-            if config.fanout_tables
+            if fanout_tables
             else None,
             lake=WatchedLake(
                 environment=config.env,
@@ -133,7 +141,7 @@ class OperationsStack(cdk.Stack):
         )
 
         # A rotated replication password reaches the captures only when their tasks restart.
-        services = [fanout.debezium_server.service] if config.fanout_tables else []
+        services = [service_names(config.prefix)] if fanout_tables else []
         self.credential_refresh = CredentialRefresh(
             self,
             "CredentialRefresh",
@@ -161,7 +169,7 @@ class OperationsStack(cdk.Stack):
         function: lambda_.Function,
         *,
         connector_names: Sequence[str],
-        services: Sequence[ecs.FargateService],
+        services: Sequence[tuple[str, str]],
     ) -> None:
         """Restarting the captures and nothing else: the named connectors and the services."""
         if connector_names:
@@ -187,7 +195,16 @@ class OperationsStack(cdk.Stack):
         if services:
             function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=["ecs:UpdateService"], resources=[s.service_arn for s in services]
+                    actions=["ecs:UpdateService"],
+                    resources=[
+                        self.format_arn(
+                            service="ecs",
+                            resource="service",
+                            resource_name=f"{cluster}/{service}",
+                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                        for cluster, service in services
+                    ],
                 )
             )
         assert function.role is not None  # the function creates its own role

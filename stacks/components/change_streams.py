@@ -1,10 +1,13 @@
-"""One Kinesis stream per fan-out table, named by CloudFormation.
+"""One Kinesis stream per fan-out table, named from config (:func:`stream_name`).
 
 The streams are deleted with their stack, and a table's stream when the table leaves the
 fan-out: a stream holds changes in transit for ``kinesis.retention_hours``, which the fan-out
 function has already put on the bus (and its archive) or in its failed-records queue, both kept
-where the environment keeps its data; a retained stream bills by the hour for nothing. Debezium
-Server learns each generated name through its topic routing (see ``DebeziumServer``).
+where the environment keeps its data; a retained stream bills by the hour for nothing. The name
+is fixed by config so the operations stack draws a stream without importing it: an import would
+block the deploy that removes its table ("Export ... cannot be updated as it is in use"), and
+a stream that is not retained frees its name when it goes. Debezium Server learns each name
+through its topic routing (see ``DebeziumServer``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,14 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from environment.config import KinesisConfig
+from environment.names import resource_name
 from environment.tables import TableConfig
 from stacks.components.nag import acknowledge
+
+
+def stream_name(prefix: str, table: str) -> str:
+    """The stream of the fan-out table ``table`` (``schema.table``)."""
+    return resource_name(prefix, table)
 
 
 class ChangeStreams(Construct):
@@ -28,6 +37,7 @@ class ChangeStreams(Construct):
         construct_id: str,
         *,
         config: KinesisConfig,
+        prefix: str,
         tables: Sequence[TableConfig],
         encryption_key: kms.IKey,
     ) -> None:
@@ -38,6 +48,7 @@ class ChangeStreams(Construct):
             table.name: kinesis.Stream(
                 self,
                 table.name.replace(".", "-").replace("_", "-"),
+                stream_name=stream_name(prefix, table.name),
                 stream_mode=(
                     kinesis.StreamMode.ON_DEMAND if on_demand else kinesis.StreamMode.PROVISIONED
                 ),

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import aws_cdk as cdk
-from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda_destinations as destinations
@@ -49,12 +48,13 @@ class CredentialRefresh(Construct):
         *,
         secret: secretsmanager.ISecret,
         connector_names: Sequence[str],
-        services: Sequence[ecs.FargateService],
+        services: Sequence[tuple[str, str]],
         alarm_topic: sns.ITopic,
         retain: bool,
     ) -> None:
         """``connector_names``: MSK Connect connectors to restart, by their fixed names (a name
         not found at run time, e.g. while an upgrade has removed them, is skipped).
+        ``services``: ECS services to restart, as (cluster, service) names fixed by config.
         ``retain``: keep the dead-letter queue when the stack is deleted. Finding and updating
         the connectors and updating ``services`` are the composing stack's grants to
         :attr:`function`."""
@@ -77,10 +77,7 @@ class CredentialRefresh(Construct):
             environment={
                 "CONNECTOR_NAMES": stack.to_json_string(list(connector_names)),
                 "ECS_SERVICES": stack.to_json_string(
-                    [
-                        {"cluster": s.cluster.cluster_name, "service": s.service_name}
-                        for s in services
-                    ]
+                    [{"cluster": cluster, "service": service} for cluster, service in services]
                 ),
             },
         )

@@ -14,11 +14,12 @@ and dimensions the service publishes:
 * Kinesis ``GetRecords.IteratorAgeMilliseconds``; Lambda ``Errors``, ``Throttles``,
   ``IteratorAge`` and ``DestinationDeliveryFailures``. Lambda publishes no metric for a partial
   batch response: items it reports failed are retried (``IteratorAge`` grows) and those that
-  exhaust the retries land in the on-failure queue, whose depth is on the failed-records graph.
+  exhaust the retries land in the on-failure queue, whose alarm the dead-letter row draws.
 * EventBridge ``FailedInvocations`` and ``InvocationsSentToDlq`` by ``EventBusName`` and
   ``RuleName`` (a custom bus); SQS ``ApproximateNumberOfMessagesVisible`` of the failed-records
-  queue, and of each consumer's dead-letter queues as their alarms draw it (alarm widgets by the
-  alarms' config names: the queues are named by CloudFormation).
+  queue and of each consumer's dead-letter queues as their alarms draw it (alarm widgets by the
+  alarms' config names: the queues are named by CloudFormation). Streams and the function are
+  drawn by their config names too, so nothing of the fan-out is imported.
 * Glue ``glue.driver.aggregate.elapsedTime`` and ``numFailedTasks`` by ``JobName``,
   ``JobRunId=ALL`` and ``Type=count`` (``--enable-metrics``), beside the runs' own metrics; failed
   runs as the failure rule's ``TriggeredRules`` (and ``FailedInvocations``: pages not delivered)
@@ -33,9 +34,6 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
-from aws_cdk import aws_kinesis as kinesis
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cdclake_merge import metrics
@@ -64,15 +62,16 @@ class WatchedCapture:
 
 @dataclass(frozen=True)
 class WatchedFanOut:
-    """Consumers come and go with config: their rules and queues are given by their names
-    (fixed by config), never as references another stack would have to export."""
+    """Tables and consumers come and go with config, and the whole fan-out with its last
+    table: everything is given by its name (fixed by config), never as a reference another
+    stack would have to export and could not remove while this one imports it."""
 
-    function: lambda_.IFunction
-    streams: Mapping[str, kinesis.IStream]  # by table
-    failure_queue: sqs.IQueue  # the mappings' on-failure destination
+    function_name: str
+    stream_names: Mapping[str, str]  # by table
     bus_name: str
     rule_names: Mapping[str, str]  # by consumer
-    dead_letter_alarm_names: Mapping[str, str]  # alarms on the consumers' DLQs, by label
+    # Alarms on the failed-records queue and the consumers' DLQs, by label.
+    dead_letter_alarm_names: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -332,13 +331,21 @@ class PipelineDashboard(Construct):
 
     @staticmethod
     def _fanout(fanout: WatchedFanOut) -> list[cloudwatch.IWidget]:
-        function = fanout.function
         iterator_ages = [
-            stream.metric_get_records_iterator_age_milliseconds(
-                statistic="Maximum", period=PERIOD, label=table
+            _metric(
+                "AWS/Kinesis",
+                "GetRecords.IteratorAgeMilliseconds",
+                {"StreamName": stream},
+                "Maximum",
+                table,
             )
-            for table, stream in fanout.streams.items()
+            for table, stream in fanout.stream_names.items()
         ]
+
+        def function(name: str, statistic: str, label: str) -> cloudwatch.IMetric:
+            return _metric(
+                "AWS/Lambda", name, {"FunctionName": fanout.function_name}, statistic, label
+            )
 
         def rule(name: str) -> list[cloudwatch.IMetric]:
             return [
@@ -352,45 +359,28 @@ class PipelineDashboard(Construct):
                 for consumer, rule_name in fanout.rule_names.items()
             ]
 
-        depths = [
-            fanout.failure_queue.metric_approximate_number_of_messages_visible(
-                statistic="Maximum", period=PERIOD, label="fanout failed records"
-            )
-        ]
         return [
-            _header("## Fan-out: Kinesis, the fan-out Lambda, EventBridge, dead-letter queues"),
-            _graph("Kinesis iterator age (ms)", iterator_ages, width=6),
+            _header("## Fan-out: Kinesis, the fan-out Lambda, EventBridge"),
+            _graph("Kinesis iterator age (ms)", iterator_ages),
             _graph(
                 "Fan-out Lambda errors, throttles, failed destination deliveries",
                 [
-                    function.metric_errors(statistic="Sum", period=PERIOD, label="errors"),
-                    function.metric_throttles(statistic="Sum", period=PERIOD, label="throttles"),
-                    function.metric(
-                        "DestinationDeliveryFailures",
-                        statistic="Sum",
-                        period=PERIOD,
-                        label="destination delivery failures",
-                    ),
+                    function("Errors", "Sum", "errors"),
+                    function("Throttles", "Sum", "throttles"),
+                    function("DestinationDeliveryFailures", "Sum", "destination delivery failures"),
                 ],
-                right=[
-                    function.metric(
-                        "IteratorAge", statistic="Maximum", period=PERIOD, label="iterator age"
-                    )
-                ],
-                width=6,
+                right=[function("IteratorAge", "Maximum", "iterator age")],
             ),
             _graph(
                 "EventBridge failed invocations",
                 rule("FailedInvocations"),
                 right=rule("InvocationsSentToDlq"),
-                width=6,
             ),
-            _graph("Failed records queue depth (messages)", depths, width=6),
         ]
 
     def _dead_letters(self, fanout: WatchedFanOut) -> list[cloudwatch.IWidget]:
-        """Each consumer DLQ's depth as its alarm draws it (the alarm's metric and threshold):
-        the alarms are named by config, the queues by CloudFormation."""
+        """Each dead-letter queue's depth as its alarm draws it (the alarm's metric and
+        threshold): the alarms are named by config, the queues by CloudFormation."""
         widgets: list[cloudwatch.IWidget] = [
             cloudwatch.AlarmWidget(
                 title=f"{label} (messages)",
@@ -400,4 +390,8 @@ class PipelineDashboard(Construct):
             )
             for index, (label, alarm_name) in enumerate(fanout.dead_letter_alarm_names.items())
         ]
-        return [_header("## Fan-out consumers: dead-letter queues"), *widgets] if widgets else []
+        return (
+            [_header("## Fan-out: failed records and the consumers' dead-letter queues"), *widgets]
+            if widgets
+            else []
+        )

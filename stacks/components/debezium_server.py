@@ -30,6 +30,7 @@ from constructs import Construct
 
 from connectors.configs import DEBEZIUM_SERVER_RDS_CA, environment_variables
 from environment.config import DebeziumServerConfig
+from environment.names import resource_name
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 
@@ -42,6 +43,14 @@ RDS_CA_DIR = posixpath.dirname(DEBEZIUM_SERVER_RDS_CA)
 RDS_CA_VOLUME = "rds-ca"
 # Copies the RDS CA bundle from S3 before Debezium starts (entrypoint `aws`); pinned by tag.
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23"
+
+
+def service_names(prefix: str) -> tuple[str, str]:
+    """(cluster, service) of Debezium Server's ECS service: fixed, so the credential refresh in
+    another stack restarts it without an import that turning the fan-out off would have to
+    remove while in use."""
+    name = resource_name(prefix, "debezium-server")
+    return name, name
 
 
 def stream_routes(properties: Mapping[str, str], stream_names: Mapping[str, str]) -> dict[str, str]:
@@ -120,8 +129,13 @@ class DebeziumServer(Construct):
             posix_user=efs.PosixUser(uid=JBOSS_UID, gid=JBOSS_UID),
         )
 
+        cluster_name, service_name = service_names(prefix)
         self.cluster = ecs.Cluster(
-            self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            vpc=vpc,
+            container_insights_v2=ecs.ContainerInsights.ENABLED,
         )
         self.task_definition = ecs.FargateTaskDefinition(
             self,
@@ -197,6 +211,7 @@ class DebeziumServer(Construct):
         self.service = ecs.FargateService(
             self,
             "Service",
+            service_name=service_name,
             cluster=self.cluster,
             task_definition=self.task_definition,
             desired_count=1,

@@ -27,6 +27,7 @@ from environment.fanout_settings import (
     PUT_EVENTS_BACKOFF_SECONDS,
     PUT_EVENTS_MAX_ATTEMPTS,
 )
+from environment.names import resource_name
 from environment.tables import TableConfig
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import access_log_bucket, log_group
@@ -34,6 +35,18 @@ from stacks.components.nag import KMS_GRANT_REASON, acknowledge_wildcards
 from stacks.components.powertools_function import powertools_function
 
 TIMEOUT = cdk.Duration.seconds(60)
+
+
+def function_name(prefix: str) -> str:
+    """The fan-out function's name: fixed, so the operations stack draws it without an
+    import that turning the fan-out off would have to remove while in use."""
+    return resource_name(prefix, "fanout")
+
+
+def failed_records_alarm_name(prefix: str) -> str:
+    """The failed-records queue's alarm, named for the same reader: the queue itself is named
+    by CloudFormation (a retained queue with a fixed name collides with its next deploy)."""
+    return resource_name(prefix, "fanout-failed-records")
 
 
 def routes(tables: Sequence[TableConfig]) -> dict[str, dict[str, object]]:
@@ -55,6 +68,7 @@ class FanOut(Construct):
         construct_id: str,
         *,
         fanout: FanOutConfig,
+        prefix: str,
         tables: Sequence[TableConfig],
         encryption_key: kms.IKey,
         bus: events.IEventBus,
@@ -96,6 +110,7 @@ class FanOut(Construct):
             what="change records the fan-out Lambda gave up on",
             encryption_key=encryption_key,
             retention=cdk.Duration.days(FAILED_RECORDS_RETENTION_DAYS),
+            alarm_name=failed_records_alarm_name(prefix),
         )
         self.failure_queue = failed_records.queue
         self.failure_alarm = failed_records.alarm
@@ -104,6 +119,7 @@ class FanOut(Construct):
         self.function = powertools_function(
             self,
             package="fanout",
+            function_name=function_name(prefix),
             description="Debezium change events from Kinesis to the EventBridge bus",
             service="fanout",
             memory_size=512,

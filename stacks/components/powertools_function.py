@@ -34,13 +34,16 @@ def powertools_function(
     environment: Mapping[str, str],
     memory_size: int | None = None,
     libraries: Sequence[Path] = (),
+    function_name: str | None = None,
 ) -> lambda_.Function:
     """``lambdas/<package>/handler.handler`` as ``scope``'s ``Function``; ``libraries``:
-    package folders of this repo shipped beside the handler (importable by their names)."""
+    package folders of this repo shipped beside the handler (importable by their names);
+    ``function_name``: a fixed name, for readers in other stacks (else CloudFormation's)."""
     package_dir = LAMBDAS_DIR / package
     function = lambda_.Function(
         scope,
         "Function",
+        function_name=function_name,
         description=description,
         runtime=RUNTIME,
         architecture=lambda_.Architecture.ARM_64,

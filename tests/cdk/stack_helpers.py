@@ -242,39 +242,72 @@ def references(value: Any) -> set[str]:
     return set()
 
 
-#: Resources that hold data, and the properties whose change makes CloudFormation replace them
-#: (a new, empty resource). Log groups count only when retained.
-STATEFUL_REPLACED_BY: dict[str, tuple[str, ...]] = {
-    "AWS::S3::Bucket": ("BucketName",),
-    "AWS::MSK::Cluster": ("ClusterName", "EncryptionInfo"),
-    "AWS::RDS::DBCluster": (
-        "DBClusterIdentifier",
-        "Engine",
-        "DatabaseName",
-        "StorageEncrypted",
-        "KmsKeyId",
-    ),
-    "AWS::RDS::DBInstance": ("DBInstanceIdentifier", "DBClusterIdentifier"),
-    "AWS::Kinesis::Stream": ("Name",),
-    "AWS::KMS::Key": ("KeySpec", "KeyUsage", "MultiRegion"),
-    "AWS::SecretsManager::Secret": ("Name",),
-    "AWS::SQS::Queue": ("QueueName", "FifoQueue"),
-    "AWS::DynamoDB::Table": ("TableName", "KeySchema"),
-    "AWS::EFS::FileSystem": ("Encrypted", "KmsKeyId", "PerformanceMode"),
-    "AWS::Logs::LogGroup": ("LogGroupName",),
-}
+#: Resources that hold data: replacing one is a new, empty resource. Log groups count only
+#: when retained.
+STATEFUL_TYPES = frozenset(
+    {
+        "AWS::S3::Bucket",
+        "AWS::MSK::Cluster",
+        "AWS::RDS::DBCluster",
+        "AWS::RDS::DBInstance",
+        "AWS::Kinesis::Stream",
+        "AWS::KMS::Key",
+        "AWS::SecretsManager::Secret",
+        "AWS::SQS::Queue",
+        "AWS::DynamoDB::Table",
+        "AWS::EFS::FileSystem",
+        "AWS::Logs::LogGroup",
+    }
+)
 
 
 def stateful(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Logical id -> resource, of the resources ``STATEFUL_REPLACED_BY`` names."""
+    """Logical id -> resource, of the resources of ``STATEFUL_TYPES``."""
     return {
         logical_id: resource
         for logical_id, resource in template["Resources"].items()
-        if resource["Type"] in STATEFUL_REPLACED_BY
+        if resource["Type"] in STATEFUL_TYPES
         and (
             resource["Type"] != "AWS::Logs::LogGroup" or resource.get("DeletionPolicy") == "Retain"
         )
     }
+
+
+def create_only_properties(resource_type: str, region: str) -> list[tuple[str, ...]]:
+    """The properties whose change makes CloudFormation replace a resource, as paths under
+    ``Properties``: the ``createOnlyProperties`` of the type's CloudFormation resource schema
+    as cfn-lint ships it (not a list kept by hand)."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(region, resource_type).schema
+    return [
+        tuple(path.split("/")[2:])
+        for path in schema.get("createOnlyProperties", [])
+        if path.startswith("/properties/")
+    ]
+
+
+def property_at(properties: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` (``*`` for every item of a list, compared whole), else None."""
+    value: Any = properties
+    for part in path:
+        if part == "*" or not isinstance(value, dict):
+            return value
+        value = value.get(part)
+    return value
+
+
+def custom_name(resource: dict[str, Any], region: str) -> str | None:
+    """The create-only property that names a resource (``Name``, or ``<Kind>Name`` /
+    ``<Kind>Identifier`` after the type's last part: ``QueueName``, ``DBClusterIdentifier``)
+    when the template sets it, else None: CloudFormation names the resource itself."""
+    kind = resource["Type"].rsplit("::", 1)[-1]
+    candidates = {"Name", f"{kind}Name", f"{kind}Identifier"}
+    for path in create_only_properties(resource["Type"], region):
+        named = resource.get("Properties", {}).get(path[0]) is not None
+        if len(path) == 1 and path[0] in candidates and named:
+            return path[0]
+    return None
 
 
 def assert_rule_dead_letters(template: dict[str, Any], queue_id: str) -> None:

@@ -81,7 +81,18 @@ def test_credential_refresh_function_may_restart_only_the_captures(
         )
         for name in ("debezium-source", "s3-sink")
     ]
-    assert "ImportValue" in json.dumps(actions["ecs:UpdateService"])  # the fan-out's service
+    # The fan-out's service by its fixed name: turning the fan-out off removes no export in use.
+    assert actions["ecs:UpdateService"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":ecs:eu-west-1:111111111111:service/cdclake-dev-debezium-server/"
+                "cdclake-dev-debezium-server",
+            ],
+        ]
+    }
 
 
 def test_credential_refresh_connectors_named_from_config(operations: dict[str, Any]) -> None:

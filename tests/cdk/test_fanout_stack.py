@@ -353,7 +353,7 @@ def test_fanout_consumer_queues_retained_in_prod(synth, env, policy) -> None:  #
     assert {(q["DeletionPolicy"], q["UpdateReplacePolicy"]) for q in queues} == {(policy, policy)}
 
 
-def test_fanout_consumer_rule_and_dead_letter_alarms_named_from_config(
+def test_fanout_rules_and_dead_letter_alarms_named_from_config(
     prod: dict[str, Any],
 ) -> None:
     rules = sorted(r["Name"] for r in resources(prod, "AWS::Events::Rule").values())
@@ -366,6 +366,7 @@ def test_fanout_consumer_rule_and_dead_letter_alarms_named_from_config(
     assert alarms == [
         "cdclake-prod-billing_webhook-delivery-dlq",
         "cdclake-prod-billing_webhook-dlq",
+        "cdclake-prod-fanout-failed-records",
         "cdclake-prod-order_notifications-delivery-dlq",
         "cdclake-prod-order_notifications-dlq",
     ]

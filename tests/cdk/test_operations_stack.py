@@ -240,29 +240,26 @@ def test_operations_dashboard_connector_tasks(dev) -> None:  # type: ignore[no-u
 
 def test_operations_dashboard_fanout_path(dev) -> None:  # type: ignore[no-untyped-def]
     lines = _dashboard_metrics(dev)
+    # Streams, function, rules and alarms by their names from config, none imported: a fan-out
+    # table or consumer removed, or the fan-out turned off, takes no export this stack uses.
     assert (
         "AWS/Kinesis",
         "GetRecords.IteratorAgeMilliseconds",
-        {"StreamName": "<import>"},
+        {"StreamName": "cdclake-dev-public.orders"},
     ) in lines
     for metric in ("Errors", "Throttles", "DestinationDeliveryFailures", "IteratorAge"):
-        assert ("AWS/Lambda", metric, {"FunctionName": "<import>"}) in lines
-    # The consumer's rule and its dead-letter alarms by their names from config, not imported:
-    # a consumer removed from config takes no export this stack still uses.
+        assert ("AWS/Lambda", metric, {"FunctionName": "cdclake-dev-fanout"}) in lines
     rule = {"EventBusName": "cdclake-dev-changes", "RuleName": "cdclake-dev-order_notifications"}
     assert ("AWS/Events", "FailedInvocations", rule) in lines
     assert ("AWS/Events", "InvocationsSentToDlq", rule) in lines
-    depths = [
-        line[2] for line in lines if line[:2] == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
-    ]
-    assert depths == [{"QueueName": "<import>"}]  # the fan-out failure queue
+    alarm = "arn:<ref>:cloudwatch:eu-west-1:111111111111:alarm:"
     assert _alarm_widgets(dev) == {
+        "fanout failed records (messages)": f"{alarm}cdclake-dev-fanout-failed-records",
         "order_notifications dead letters (messages)": (
-            "arn:<ref>:cloudwatch:eu-west-1:111111111111:alarm:cdclake-dev-order_notifications-dlq"
+            f"{alarm}cdclake-dev-order_notifications-dlq"
         ),
         "order_notifications undelivered (messages)": (
-            "arn:<ref>:cloudwatch:eu-west-1:111111111111:alarm:"
-            "cdclake-dev-order_notifications-delivery-dlq"
+            f"{alarm}cdclake-dev-order_notifications-delivery-dlq"
         ),
     }
 
@@ -283,16 +280,20 @@ def test_operations_dashboard_names_the_fanout_alarms_and_rules_it_watches(synth
     fanout = synth("prod").template("fanout")
     alarm_names = {a.get("AlarmName") for a in resources(fanout, "AWS::CloudWatch::Alarm").values()}
     rule_names = {r.get("Name") for r in resources(fanout, "AWS::Events::Rule").values()}
+    stream_names = {s.get("Name") for s in resources(fanout, "AWS::Kinesis::Stream").values()}
+    functions = resources(fanout, "AWS::Lambda::Function").values()
+    function_names = {f.get("FunctionName") for f in functions}
     operations = synth("prod").template("operations")
     drawn_alarms = {arn.rsplit(":", 1)[1] for arn in _alarm_widgets(operations).values()}
-    drawn_rules = {
-        dims["RuleName"]
-        for namespace, _, dims in _dashboard_metrics(operations)
-        if namespace == "AWS/Events" and "EventBusName" in dims
-    }
-    assert len(drawn_alarms) == 2 * len(synth("prod").config.fanout.consumers)
+    drawn = _dashboard_metrics(operations)
+    drawn_rules = {d["RuleName"] for n, _, d in drawn if n == "AWS/Events" and "EventBusName" in d}
+    drawn_streams = {d["StreamName"] for n, _, d in drawn if n == "AWS/Kinesis"}
+    drawn_functions = {d["FunctionName"] for n, _, d in drawn if n == "AWS/Lambda"}
+    assert len(drawn_alarms) == 1 + 2 * len(synth("prod").config.fanout.consumers)
     assert drawn_alarms <= alarm_names
     assert drawn_rules and drawn_rules <= rule_names
+    assert drawn_streams and drawn_streams == stream_names
+    assert drawn_functions & function_names == {"cdclake-prod-fanout"}
 
 
 def test_operations_dashboard_glue_job_metrics(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]

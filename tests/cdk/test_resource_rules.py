@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cdk.stack_helpers import (
-    STATEFUL_REPLACED_BY,
+    STATEFUL_TYPES,
     as_list,
     every_resource,
     get_att_id,
@@ -271,7 +271,7 @@ def test_rules_lambda_functions_log_to_their_stacks_log_groups(env: Any) -> None
 # --- removal policies ------------------------------------------------------------------------
 
 #: What holds data: the replacement-sensitive kinds of the update tests, and the bus archive.
-STATEFUL_KINDS = frozenset({*STATEFUL_REPLACED_BY, "AWS::Events::Archive"})
+STATEFUL_KINDS = frozenset({*STATEFUL_TYPES, "AWS::Events::Archive"})
 #: Kinds whose data is kept when the stack goes, where the environment keeps its data. Not in
 #: it: log groups (not the system of record), Aurora instances (the cluster holds the data),
 #: Kinesis streams (changes in transit for hours, already on the bus or in the fan-out's

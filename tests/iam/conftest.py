@@ -103,11 +103,12 @@ def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str)
 
     kinesis = moto_iam.client("kinesis")
     stream_id = logical_id(fanout, "AWS::Kinesis::Stream", "Streamspublicorders")
-    kinesis.create_stream(StreamName=f"{ENV}-public-orders", ShardCount=1)
-    stream_arn = kinesis.describe_stream_summary(StreamName=f"{ENV}-public-orders")[
+    stream_name = res[stream_id]["Properties"]["Name"]  # fixed by config, read by name
+    kinesis.create_stream(StreamName=stream_name, ShardCount=1)
+    stream_arn = kinesis.describe_stream_summary(StreamName=stream_name)[
         "StreamDescriptionSummary"
     ]["StreamARN"]
-    physical["fanout"][stream_id] = Physical(f"{ENV}-public-orders", {"Arn": stream_arn})
+    physical["fanout"][stream_id] = Physical(stream_name, {"Arn": stream_arn})
 
     # Not in the stack: a rule copying every event on the bus to a queue the tests read.
     observer_queue = sqs_queue(sqs, f"{ENV}-iam-observer")
@@ -125,14 +126,16 @@ def world(moto_iam: MotoIam, templates: dict[str, dict[str, Any]], account: str)
     ecs = moto_iam.client("ecs")
     cluster_id = logical_id(fanout, "AWS::ECS::Cluster", "DebeziumServerCluster")
     service_id = logical_id(fanout, "AWS::ECS::Service", "DebeziumServerService")
-    cluster = ecs.create_cluster(clusterName=f"{ENV}-debezium-server")["cluster"]
+    # Named by config: the credential refresh restarts them by these names.
+    cluster_name = res[cluster_id]["Properties"]["ClusterName"]
+    cluster = ecs.create_cluster(clusterName=cluster_name)["cluster"]
     ecs.register_task_definition(
         family="debezium-server",
         containerDefinitions=[{"name": "server", "image": "debezium/server", "memory": 512}],
     )
     service = ecs.create_service(
         cluster=cluster["clusterName"],
-        serviceName="debezium-server",
+        serviceName=res[service_id]["Properties"]["ServiceName"],
         taskDefinition="debezium-server",
         desiredCount=1,
     )["service"]
