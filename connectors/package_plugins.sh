@@ -16,6 +16,8 @@
 # Override a version with the environment (e.g. DEBEZIUM_VERSION=2.7.3.Final) and pin the
 # download by checksum with DEBEZIUM_SHA256 / S3_SINK_SHA256 / CONFIG_PROVIDERS_SHA256.
 #
+# Each zip is the same bytes whenever the same release is packaged (connectors/zip_plugin.sh),
+# so a rebuild leaves the deployed plugins and connectors as they are.
 # Needs curl, unzip, zip, tar and sha256sum; --upload needs the AWS CLI. `make plugins` runs
 # this with --out connectors/dist: the default connect.debezium_plugin / connect.s3_sink_plugin
 # point there and synth uploads the zips as CDK assets. With --upload, set the printed s3://
@@ -36,7 +38,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --upload) UPLOAD="${2%/}"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +47,7 @@ for tool in curl unzip zip tar sha256sum; do
   command -v "$tool" >/dev/null || { echo "missing tool: $tool" >&2; exit 1; }
 done
 
+HERE="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 WORK="$(mktemp -d)"
@@ -75,8 +78,7 @@ tar -xzf "$WORK/debezium.tar.gz" -C "$WORK/debezium"
 mkdir -p "$WORK/debezium/msk-config-providers"
 cp -R "$WORK/providers/." "$WORK/debezium/msk-config-providers/"
 DEBEZIUM_ZIP="$OUT/debezium-connector-postgres-${DEBEZIUM_VERSION}.zip"
-rm -f "$DEBEZIUM_ZIP"
-(cd "$WORK/debezium" && zip -qr "$DEBEZIUM_ZIP" .)
+"$HERE/zip_plugin.sh" "$WORK/debezium" "$DEBEZIUM_ZIP"
 
 # Confluent S3 sink: a Confluent Hub archive (lib/ holds the jars); add the providers to lib/.
 fetch "$S3_SINK_URL" "$WORK/s3-sink.zip" "${S3_SINK_SHA256:-}"
@@ -86,8 +88,7 @@ SINK_LIB="$(find "$WORK/s3-sink" -maxdepth 2 -type d -name lib | head -n 1)"
 [[ -n "$SINK_LIB" ]] || { echo "no lib/ folder in the S3 sink archive" >&2; exit 1; }
 find "$WORK/providers" -name '*.jar' -exec cp {} "$SINK_LIB/" \;
 S3_SINK_ZIP="$OUT/confluentinc-kafka-connect-s3-${S3_SINK_VERSION}.zip"
-rm -f "$S3_SINK_ZIP"
-(cd "$WORK/s3-sink" && zip -qr "$S3_SINK_ZIP" .)
+"$HERE/zip_plugin.sh" "$WORK/s3-sink" "$S3_SINK_ZIP"
 
 echo "packaged:"
 ls -l "$DEBEZIUM_ZIP" "$S3_SINK_ZIP"
