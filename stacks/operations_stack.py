@@ -180,7 +180,7 @@ class OperationsStack(cdk.Stack):
             )
             function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=["kafkaconnect:DescribeConnector", "kafkaconnect:UpdateConnector"],
+                    actions=["kafkaconnect:RestartConnector"],
                     resources=[
                         self.format_arn(
                             service="kafkaconnect",

@@ -5,10 +5,12 @@ config provider resolves it then (``config.action.reload=none``), on ECS the tas
 injects it then. A rotation leaves running sessions connected, but the next reconnect would
 fail with the old password and the connector would stay FAILED. So the rotation's
 ``RotationSucceeded`` event (EventBridge, from CloudTrail) restarts them while the old sessions
-still work: each MSK Connect connector gets its own configuration back with one marker setting
-changed (MSK Connect has no restart call; an update restarts the tasks, which resolve the secret
-again) and the Debezium Server service gets a new deployment (its new task reads the secret).
-Offsets are kept by both, so nothing is read twice beyond the usual at-least-once overlap.
+still work: each MSK Connect connector is restarted with its tasks (RestartConnector: the
+configuration CloudFormation deployed is left as it is, so nothing drifts, and the restarted
+tasks resolve the secret again) and the Debezium Server service gets a new deployment (its new
+task reads the secret). Offsets are kept by both, so nothing is read twice beyond the usual
+at-least-once overlap. MSK Connect refuses a restart unless the connector is RUNNING with no
+other operation in progress: a refusal is a failure of that connector (below).
 
 Connectors are found by their fixed names when the event arrives (ListConnectors): an ARN
 changes whenever a connector is replaced, and between the two deploys of an upgrade there is
@@ -34,9 +36,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger()
 
-#: A setting neither Kafka Connect nor Debezium reads; changing it is what restarts the tasks.
-MARKER = "cdclake.credentials.refreshed"
-
 
 def connector_arns(client: Any, names: list[str]) -> dict[str, str]:
     """ARN of each connector in ``names`` that exists (and is not being deleted), by name."""
@@ -50,15 +49,10 @@ def connector_arns(client: Any, names: list[str]) -> dict[str, str]:
     return found
 
 
-def restart_connector(client: Any, connector_arn: str, marker: str) -> None:
-    """Update the connector with its own configuration plus the marker (a restart)."""
-    described = client.describe_connector(connectorArn=connector_arn)
-    configuration = {**described["connectorConfiguration"], MARKER: marker}
-    client.update_connector(
-        connectorArn=connector_arn,
-        currentVersion=described["currentVersion"],
-        connectorConfiguration=configuration,
-    )
+def restart_connector(client: Any, connector_arn: str) -> str:
+    """Restart the connector and all its tasks; the restart's operation ARN."""
+    response = client.restart_connector(connectorArn=connector_arn)
+    return str(response["connectorOperationArn"])
 
 
 def redeploy_service(client: Any, cluster: str, service: str) -> None:
@@ -71,7 +65,7 @@ class RefreshFailed(RuntimeError):
 
 
 def refresh(
-    kafkaconnect: Any, ecs: Any, names: list[str], services: list[dict[str, str]], marker: str
+    kafkaconnect: Any, ecs: Any, names: list[str], services: list[dict[str, str]]
 ) -> dict[str, int]:
     """Restart each connector of ``names`` and redeploy each of ``services``, every one tried.
 
@@ -91,13 +85,16 @@ def refresh(
             logger.warning("connector not found, nothing to restart", extra={"connector": name})
             continue
         try:
-            restart_connector(kafkaconnect, arns[name], marker)
+            operation = restart_connector(kafkaconnect, arns[name])
         except Exception as exc:
             logger.exception("connector not restarted", extra={"connector": name})
             failed.append(f"connector {name}: {exc}")
             continue
         restarted += 1
-        logger.info("connector restarted for the rotated password", extra={"connector": name})
+        logger.info(
+            "connector restarted for the rotated password",
+            extra={"connector": name, "operation": operation},
+        )
     for target in services:
         try:
             redeploy_service(ecs, target["cluster"], target["service"])
@@ -119,4 +116,4 @@ def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, int]:
     services: list[dict[str, str]] = json.loads(os.environ["ECS_SERVICES"])
     kafkaconnect = boto3.client("kafkaconnect") if names else None
     ecs = boto3.client("ecs") if services else None
-    return refresh(kafkaconnect, ecs, names, services, event.time)
+    return refresh(kafkaconnect, ecs, names, services)

@@ -42,6 +42,100 @@ def test_credential_refresh_rule_matches_replication_secret_rotation(
     assert "ReplicationSecret" in json.dumps(secret)  # the replication role's, not the master's
 
 
+SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:cdclake-dev-replication-AbCdEf"
+
+
+def rotation_event(event_name: str, secret_arn: str) -> dict[str, Any]:
+    """Secrets Manager's rotation entry as CloudTrail hands it to EventBridge: an
+    ``AwsServiceEvent`` whose secret is ``additionalEventData.SecretId`` (docs: Secrets Manager
+    user guide, "AWS CloudTrail entries for Secrets Manager", log entries for rotation)."""
+    return {
+        "eventVersion": "1.05",
+        "userIdentity": {"accountId": "111111111111", "invokedBy": "secretsmanager.amazonaws.com"},
+        "eventTime": "2026-11-24T06:00:00Z",
+        "eventSource": "secretsmanager.amazonaws.com",
+        "eventName": event_name,
+        "awsRegion": "eu-west-1",
+        "sourceIPAddress": "secretsmanager.amazonaws.com",
+        "userAgent": "secretsmanager.amazonaws.com",
+        "requestParameters": None,
+        "responseElements": None,
+        "additionalEventData": {"SecretId": secret_arn},
+        "requestID": "6ab5c6a4-3d8e-4a8b-9d2b-2f4c1e6f0a11",
+        "eventID": "1c4b0a62-8a9f-4f0e-b6a3-5d7e2c9a8b10",
+        "readOnly": False,
+        "eventType": "AwsServiceEvent",
+        "managementEvent": True,
+        "recipientAccountId": "111111111111",
+        "eventCategory": "Management",
+    }
+
+
+@pytest.fixture(scope="module")
+def rotation_rule_delivers(operations: dict[str, Any]) -> Any:
+    """``delivers(event_name, secret_arn)``: whether EventBridge (moto's) routes that CloudTrail
+    entry through the rotation rule's own pattern, its secret token standing for SECRET_ARN."""
+    import boto3
+    from moto import mock_aws
+
+    function_id, _ = _refresh_function(operations)
+    (rule,) = [
+        r
+        for r in resources(operations, "AWS::Events::Rule").values()
+        if r["Targets"][0]["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    ]
+    pattern = json.loads(json.dumps(rule["EventPattern"]))
+    pattern["detail"]["additionalEventData"]["SecretId"] = [SECRET_ARN]
+
+    def delivers(event_name: str, secret_arn: str) -> bool:
+        with mock_aws():
+            events = boto3.client("events", region_name="eu-west-1")
+            sqs = boto3.client("sqs", region_name="eu-west-1")
+            queue = sqs.create_queue(QueueName="rotations")["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
+            events.put_rule(Name="rotation", EventPattern=json.dumps(pattern))
+            events.put_targets(
+                Rule="rotation",
+                Targets=[{"Id": "q", "Arn": arn["Attributes"]["QueueArn"]}],
+            )
+            events.put_events(
+                Entries=[
+                    {
+                        "Source": "aws.secretsmanager",
+                        "DetailType": "AWS Service Event via CloudTrail",
+                        "Detail": json.dumps(rotation_event(event_name, secret_arn)),
+                    }
+                ]
+            )
+            received = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0)
+            return bool(received.get("Messages"))
+
+    return delivers
+
+
+@pytest.mark.moto
+def test_credential_refresh_rule_real_rotation_succeeded_entry_is_delivered(
+    rotation_rule_delivers: Any,
+) -> None:
+    assert rotation_rule_delivers("RotationSucceeded", SECRET_ARN)
+
+
+@pytest.mark.moto
+@pytest.mark.parametrize(
+    ("event_name", "secret_arn"),
+    [
+        ("RotationFailed", SECRET_ARN),
+        ("RotationStarted", SECRET_ARN),
+        ("RotationSucceeded", SECRET_ARN.replace("replication", "master")),
+    ],
+    ids=["failed", "started", "other-secret"],
+)
+def test_credential_refresh_rule_other_rotation_entry_is_not_delivered(
+    rotation_rule_delivers: Any, event_name: str, secret_arn: str
+) -> None:
+    assert not rotation_rule_delivers(event_name, secret_arn)
+
+
 def _role_statements(template: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
     role_id = function["Role"]["Fn::GetAtt"][0]
     return [
@@ -60,13 +154,12 @@ def test_credential_refresh_function_may_restart_only_the_captures(
     actions = {a: s["Resource"] for s in statements for a in as_list(s["Action"])}
     assert {a for a in actions if a.split(":")[0] in {"kafkaconnect", "ecs"}} == {
         "kafkaconnect:ListConnectors",
-        "kafkaconnect:DescribeConnector",
-        "kafkaconnect:UpdateConnector",
+        "kafkaconnect:RestartConnector",
         "ecs:UpdateService",
     }
     assert actions["kafkaconnect:ListConnectors"] == "*"  # no resource-level permission
     # The connectors by their fixed names, any revision; never an ARN imported from Capture.
-    assert sorted(json.dumps(r) for r in as_list(actions["kafkaconnect:UpdateConnector"])) == [
+    assert sorted(json.dumps(r) for r in as_list(actions["kafkaconnect:RestartConnector"])) == [
         json.dumps(
             {
                 "Fn::Join": [

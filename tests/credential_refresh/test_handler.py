@@ -13,7 +13,6 @@ import pytest
 from botocore.stub import Stubber
 
 from lambdas.credential_refresh.handler import (
-    MARKER,
     RefreshFailed,
     connector_arns,
     redeploy_service,
@@ -22,12 +21,6 @@ from lambdas.credential_refresh.handler import (
 )
 
 CONNECTOR = "arn:aws:kafkaconnect:us-east-1:123456789012:connector/cdclake-dev-debezium-source/1"
-CONFIG = {
-    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-    "database.password": "${secretsmanager:cdclake-dev-replication:password}",
-}
-
-
 @pytest.fixture
 def kafkaconnect() -> Iterator[tuple[object, Stubber]]:
     client = boto3.client("kafkaconnect", region_name="us-east-1")
@@ -36,27 +29,19 @@ def kafkaconnect() -> Iterator[tuple[object, Stubber]]:
         stub.assert_no_pending_responses()
 
 
-def test_credential_refresh_connector_updated_with_own_config_and_marker(
+def test_credential_refresh_connector_restarted_with_its_tasks_config_untouched(
     kafkaconnect: tuple[object, Stubber],
 ) -> None:
     client, stub = kafkaconnect
+    # RestartConnector alone: no DescribeConnector/UpdateConnector, so the configuration
+    # CloudFormation deployed stays what it deployed (no drift, the sink is not updated).
     stub.add_response(
-        "describe_connector",
-        {"connectorArn": CONNECTOR, "currentVersion": "K1", "connectorConfiguration": CONFIG},
+        "restart_connector",
+        {"connectorArn": CONNECTOR, "connectorOperationArn": f"{CONNECTOR}/operation/1"},
         {"connectorArn": CONNECTOR},
     )
-    # The password stays a provider reference: the restarted task resolves the new value.
-    stub.add_response(
-        "update_connector",
-        {"connectorArn": CONNECTOR, "connectorState": "UPDATING"},
-        {
-            "connectorArn": CONNECTOR,
-            "currentVersion": "K1",
-            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
-        },
-    )
 
-    restart_connector(client, CONNECTOR, "2026-11-23T09:00:00Z")
+    assert restart_connector(client, CONNECTOR) == f"{CONNECTOR}/operation/1"
 
 
 def test_credential_refresh_service_gets_new_deployment() -> None:
@@ -133,25 +118,16 @@ def test_credential_refresh_failed_restart_others_still_restarted_then_fails(
         )
     arn = {n: _summary(n, "RUNNING", "1")["connectorArn"] for n in (source, sink)}
     # The source is mid-update and refuses; the sink and the service are still restarted.
-    stub.add_response(
-        "describe_connector",
-        {"connectorArn": arn[source], "currentVersion": "K1", "connectorConfiguration": CONFIG},
-        {"connectorArn": arn[source]},
+    stub.add_client_error(
+        "restart_connector",
+        "ConflictException",
+        "connector is updating",
+        expected_params={"connectorArn": arn[source]},
     )
-    stub.add_client_error("update_connector", "ConflictException", "connector is updating")
     stub.add_response(
-        "describe_connector",
-        {"connectorArn": arn[sink], "currentVersion": "K2", "connectorConfiguration": CONFIG},
+        "restart_connector",
+        {"connectorArn": arn[sink], "connectorOperationArn": f"{arn[sink]}/operation/1"},
         {"connectorArn": arn[sink]},
-    )
-    stub.add_response(
-        "update_connector",
-        {"connectorArn": arn[sink], "connectorState": "UPDATING"},
-        {
-            "connectorArn": arn[sink],
-            "currentVersion": "K2",
-            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
-        },
     )
     ecs = boto3.client("ecs", region_name="us-east-1")
     with Stubber(ecs) as ecs_stub:
@@ -167,7 +143,6 @@ def test_credential_refresh_failed_restart_others_still_restarted_then_fails(
                 ecs,
                 [source, sink],
                 [{"cluster": "fanout", "service": "debezium-server"}],
-                "2026-11-23T09:00:00Z",
             )
         ecs_stub.assert_no_pending_responses()
 
@@ -193,29 +168,19 @@ def test_credential_refresh_connectors_not_listed_service_still_redeployed_then_
                 ecs,
                 ["cdclake-dev-debezium-source"],
                 [{"cluster": "fanout", "service": "debezium-server"}],
-                "2026-11-23T09:00:00Z",
             )
         ecs_stub.assert_no_pending_responses()
 
 
 def _restart_responses(stub: Stubber, name: str) -> None:
-    """ListConnectors finding ``name`` running, then its describe and update (a restart)."""
+    """ListConnectors finding ``name`` running, then its restart."""
     summary = _summary(name, "RUNNING", "1")
     stub.add_response("list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name})
     arn = summary["connectorArn"]
     stub.add_response(
-        "describe_connector",
-        {"connectorArn": arn, "currentVersion": "K1", "connectorConfiguration": CONFIG},
+        "restart_connector",
+        {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"},
         {"connectorArn": arn},
-    )
-    stub.add_response(
-        "update_connector",
-        {"connectorArn": arn, "connectorState": "UPDATING"},
-        {
-            "connectorArn": arn,
-            "currentVersion": "K1",
-            "connectorConfiguration": {**CONFIG, MARKER: "2026-11-23T09:00:00Z"},
-        },
     )
 
 
@@ -230,9 +195,7 @@ def test_credential_refresh_everything_restarted_counted(
     ecs = boto3.client("ecs", region_name="us-east-1")
     with Stubber(ecs) as ecs_stub:
         ecs_stub.add_response("update_service", {}, {**SERVICE, "forceNewDeployment": True})
-        done = refresh(
-            client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z"
-        )
+        done = refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE])
     assert done == {"connectors": 1, "services": 1}
 
 
@@ -243,7 +206,7 @@ def test_credential_refresh_connector_absent_skipped_not_failed(
     # Between the two deploys of an upgrade the connector does not exist: nothing to restart.
     name = "cdclake-dev-s3-sink"
     stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": name})
-    assert refresh(client, None, [name], [], "2026-11-23T09:00:00Z") == {
+    assert refresh(client, None, [name], []) == {
         "connectors": 0,
         "services": 0,
     }
@@ -254,7 +217,7 @@ def test_credential_refresh_service_refused_named_then_fails() -> None:
     with Stubber(ecs) as ecs_stub:
         ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
         with pytest.raises(RefreshFailed) as failed:
-            refresh(None, ecs, [], [SERVICE], "2026-11-23T09:00:00Z")
+            refresh(None, ecs, [], [SERVICE])
     assert str(failed.value).startswith(
         "1 not restarted: service fanout/debezium-server: An error occurred "
         "(ServiceNotActiveException)"
@@ -311,16 +274,18 @@ def test_credential_refresh_logs_each_restart(kafkaconnect: tuple[object, Stubbe
     ecs = boto3.client("ecs", region_name="us-east-1")
     with Stubber(ecs) as ecs_stub, refresh_log() as lines:
         ecs_stub.add_response("update_service", {}, {**SERVICE, "forceNewDeployment": True})
-        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z")
+        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE])
     # ("service" is Powertools' own key: the cluster names the redeployed service here.)
-    assert _said(lines, "connector", "cluster") == [
+    operation = _summary("cdclake-dev-debezium-source", "RUNNING", "1")["connectorArn"]
+    assert _said(lines, "connector", "cluster", "operation") == [
         (
             "INFO",
             "connector restarted for the rotated password",
             "cdclake-dev-debezium-source",
             None,
+            f"{operation}/operation/1",
         ),
-        ("INFO", "service redeployed for the rotated password", None, "fanout"),
+        ("INFO", "service redeployed for the rotated password", None, "fanout", None),
     ]
 
 
@@ -331,7 +296,7 @@ def test_credential_refresh_logs_an_absent_connector_as_a_warning(
     name = "cdclake-dev-s3-sink"
     stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": name})
     with refresh_log() as lines:
-        refresh(client, None, [name], [], "2026-11-23T09:00:00Z")
+        refresh(client, None, [name], [])
     assert _said(lines, "connector") == [
         ("WARNING", "connector not found, nothing to restart", name)
     ]
@@ -345,7 +310,7 @@ def test_credential_refresh_logs_each_failure_as_an_error(
     ecs = boto3.client("ecs", region_name="us-east-1")
     with Stubber(ecs) as ecs_stub, refresh_log() as lines, pytest.raises(RefreshFailed):
         ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
-        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE], "2026-11-23T09:00:00Z")
+        refresh(client, ecs, ["cdclake-dev-debezium-source"], [SERVICE])
     assert _said(lines, "cluster") == [
         ("ERROR", "connectors not listed", None),
         ("ERROR", "service not redeployed", "fanout"),
@@ -359,7 +324,7 @@ def test_credential_refresh_logs_a_refused_restart_naming_the_connector(
     name = "cdclake-dev-debezium-source"
     summary = _summary(name, "RUNNING", "1")
     stub.add_response("list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name})
-    stub.add_client_error("describe_connector", "ConflictException", "connector is updating")
+    stub.add_client_error("restart_connector", "ConflictException", "connector is updating")
     with refresh_log() as lines, pytest.raises(RefreshFailed):
-        refresh(client, None, [name], [], "2026-11-23T09:00:00Z")
+        refresh(client, None, [name], [])
     assert _said(lines, "connector") == [("ERROR", "connector not restarted", name)]

@@ -32,10 +32,9 @@ from tests.iam.iam_helpers.templates import (
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]
 
 
-def connector_store(connectors: Mapping[str, dict[str, str]]) -> Responder:
-    """MSK Connect's DescribeConnector/UpdateConnector over an in-memory configuration per ARN
-    (moto has no MSK Connect); the version moves on every update, as the service's does."""
-    versions = {arn: 1 for arn in connectors}
+def connector_store(connectors: Mapping[str, dict[str, str]], restarted: list[str]) -> Responder:
+    """MSK Connect's ListConnectors and RestartConnector over the connectors by ARN (moto has no
+    MSK Connect); each restart is appended to ``restarted``."""
 
     def answer(operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if operation == "ListConnectors":
@@ -49,20 +48,9 @@ def connector_store(connectors: Mapping[str, dict[str, str]]) -> Responder:
         arn = params["connectorArn"]
         if arn not in connectors:
             return {"Error": {"Code": "NotFoundException", "Message": arn}}
-        if operation == "DescribeConnector":
-            return {
-                "connectorArn": arn,
-                "currentVersion": f"V{versions[arn]}",
-                "connectorConfiguration": dict(connectors[arn]),
-                "connectorState": "RUNNING",
-            }
-        if operation == "UpdateConnector":
-            if params["currentVersion"] != f"V{versions[arn]}":
-                return {"Error": {"Code": "BadRequestException", "Message": "stale version"}}
-            connectors[arn].clear()
-            connectors[arn].update(params["connectorConfiguration"])
-            versions[arn] += 1
-            return {"connectorArn": arn, "connectorState": "UPDATING"}
+        if operation == "RestartConnector":
+            restarted.append(arn)
+            return {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"}
         raise NotImplementedError(f"kafkaconnect {operation}")
 
     return answer
@@ -111,7 +99,8 @@ def run(templates: dict[str, Any], world: World, moto_iam: MotoIam, account: str
 
     def under(statements: Sequence[Mapping[str, Any]]) -> Run:
         keys = user_with(moto_iam, "credential-refresh", statements)
-        responder = connector_store(world.connectors)
+        restarted: list[str] = []
+        responder = connector_store(world.connectors, restarted)
         gate = Gate(statements, account, {"kafkaconnect": responder})
         before = deployment()
         error: Exception | None = None
@@ -120,13 +109,8 @@ def run(templates: dict[str, Any], world: World, moto_iam: MotoIam, account: str
                 result = handler.handler(rotation_event(account), lambda_context("refresh"))
             except Exception as exc:  # the run's outcome: the denial is what is asserted
                 error, result = exc, None
-        restarted = [
-            arn for arn, c in world.connectors.items() if c.get(handler.MARKER) == ROTATED_AT
-        ]
-        for configuration in world.connectors.values():
-            configuration.pop(handler.MARKER, None)
         redeployed = deployment() != before
-        ok = error is None and len(restarted) == len(world.connectors) and redeployed
+        ok = error is None and sorted(restarted) == sorted(world.connectors) and redeployed
         return Run(ok, gate.calls, {"result": result, "error": repr(error), "restarted": restarted})
 
     return under
@@ -137,8 +121,7 @@ def test_credential_refresh_template_statements_restarts_everything(full_run: Ru
     assert not full_run.denied
     assert {c.action for c in full_run.calls} == {
         "kafkaconnect:ListConnectors",
-        "kafkaconnect:DescribeConnector",
-        "kafkaconnect:UpdateConnector",
+        "kafkaconnect:RestartConnector",
         "ecs:UpdateService",
     }
 
