@@ -18,7 +18,13 @@ from environment.capacity import (
     RUN_TIMEOUT_SHARE,
     WORKER_VCPUS,
 )
-from environment.fields import ConfigModel, FreshnessMinutes, Identifier, WorkerType
+from environment.fields import (
+    ConfigModel,
+    FreshnessMinutes,
+    Identifier,
+    LogRetention,
+    WorkerType,
+)
 from environment.tables import TableConfig
 
 
@@ -164,6 +170,10 @@ class LakeConfig(ConfigModel):
         ge=1,
         le=90,
         description="a savepoint per lake table each day, the newest this many kept",
+    )
+    job_log_retention: LogRetention = Field(
+        default="ONE_MONTH",
+        description="how long the merge jobs' logs (driver and executors) are kept",
     )
     glue_job: GlueJobConfig = Field(default_factory=GlueJobConfig)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)

@@ -11,6 +11,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
@@ -111,6 +112,7 @@ class MergeJobs(Construct):
                 self,
                 f"{stream.title()}Logs",
                 log_group_name=f"{self.log_group_prefix}/{stream}",
+                retention=logs.RetentionDays[config.job_log_retention],
                 encryption_key=encryption_key,
             )
             for stream in LOG_STREAMS

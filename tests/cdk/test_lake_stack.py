@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
+from tests.cdk.stack_helpers import (
+    as_list,
+    masked,
+    of_type,
+    policy_statements,
+    props,
+    single,
+    synth_config_variant,
+)
 
 pytestmark = pytest.mark.cdk
 
@@ -503,4 +511,17 @@ def test_lake_glue_job_merge_on_read_compaction_budget_follows_the_tables_worker
             else None
         )
         for table in env.config.lake_tables
+    }
+
+
+def test_lake_merge_job_log_groups_keep_logs_as_configured() -> None:
+    template = synth_config_variant("dev", "lake", job_log_retention="THREE_MONTHS")["lake"]
+    kept = {
+        group["LogGroupName"]: group["RetentionInDays"]
+        for group in props(template, "AWS::Logs::LogGroup")
+        if str(group.get("LogGroupName", "")).startswith("/aws-glue/jobs/")
+    }
+    assert kept == {
+        "/aws-glue/jobs/cdclake-dev-merge/error": 90,
+        "/aws-glue/jobs/cdclake-dev-merge/output": 90,
     }
