@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdclake_merge.dispatch import Sizing
-from environment.capacity import WORKER_VCPUS
+from environment.capacity import GLUE_START_SECONDS, WORKER_VCPUS
 from environment.config import EnvironmentConfig
 from environment.lake import GlueJobConfig
 from environment.tables import TableConfig
@@ -29,11 +29,6 @@ USD_PER_DPU_HOUR_FLEX = 0.29
 MINIMUM_BILLED_SECONDS = 60.0
 # DPUs of one worker (Glue's worker types): what a worker is billed as.
 WORKER_DPUS = {"G.1X": 1, "G.2X": 2, "G.4X": 4, "G.8X": 8}
-# An assumption, not a measurement: Glue's start of a run (workers, the Spark session, the
-# job's imports and catalog calls) that every run pays. Glue 2.0 and later start "with reduced
-# startup times" (docs.aws.amazon.com/glue/latest/dg/reduced-start-times-spark-etl-jobs.html)
-# and give no figure; a run's ExecutionTime on AWS replaces it. Below the minimum either way.
-GLUE_START_SECONDS = 30.0
 # Measured: the merge's own work when nothing is new, over 100,000 applied change files
 # (docs/reliability.md, "History": 0.47 s).
 NOOP_RUN_SECONDS = 0.47
@@ -172,13 +167,7 @@ class Estimate:
 
 def cycle_minutes(config: EnvironmentConfig) -> int:
     """Minutes between two dispatcher turns; a bare schedule is priced at the same cadence."""
-    minutes = config.lake.dispatch.interval_minutes()
-    if minutes is None:
-        raise CostError(
-            f"lake.dispatch.schedule {config.lake.dispatch.schedule} of {config.env}: the cost "
-            "model needs rate(...) or an every-N-minutes cron to count its turns"
-        )
-    return minutes
+    return config.lake.dispatch.interval_minutes()
 
 
 def _check_profile(active_share: float, events_per_run: int, tables: int | None) -> None:

@@ -11,9 +11,13 @@ age of the oldest waiting change file). On AWS the dispatcher Lambda publishes i
 on ``--env local``, which has no Lambda, this command publishes it (``Environment=local``)
 where boto3 finds a region, as ``cdclake merge --env local`` publishes a run's metrics.
 
-A table whose runs fail is parked or backs off (``reason`` says which and until when;
-:mod:`cdclake_merge.dispatch`). ``--resume TABLE`` lets a parked table start again: it writes
-the resume in the table's sidecar, where the dispatcher reads it, then decides as usual. On
+A table whose waiting changes are not due yet says when they will be (``waiting: due at …
+(objective N min)``: the table's freshness objective, less one turn of the schedule and an
+expected run; :mod:`cdclake_merge.dispatch`); on ``--env local``, whose turn is this command,
+what waits starts at once. A table whose runs fail is parked or backs off (``reason`` says
+which and until when; :mod:`cdclake_merge.failures`). ``--resume TABLE`` lets a parked table
+start again: it writes the resume in the table's sidecar, where the dispatcher reads it, then
+decides as usual. On
 ``--env local`` each run this command makes is kept in the table's sidecar as Glue keeps a
 job's runs, so the local stack parks and backs off alike.
 """
@@ -69,12 +73,13 @@ def merge_locally(
 ) -> dict[str, Any]:
     """Run the merges decided on, here, as ``cdclake merge --env local`` runs one; per table
     the run's counts, or its error in one line. Each run is kept where the next decision reads
-    it (:func:`cdclake_merge.dispatch.record_local_run`), with the failure line the Glue
+    it (:func:`cdclake_merge.failures.record_local_run`), with the failure line the Glue
     entry prints, so a failure parks or backs off as on AWS."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path, local_place
     from cdclake.quarantine import open_table
-    from cdclake_merge.dispatch import Run, one_line, record_local_run
+    from cdclake_merge.dispatch import one_line
+    from cdclake_merge.failures import Run, record_local_run
     from cdclake_merge.job import run_merge
 
     runs: dict[str, Any] = {}
@@ -120,7 +125,7 @@ def publish_local_lag(environment: str, decisions: list[Decision], now: float) -
 
 def resume_target(fs: FileSystem, targets: list[Target], table: str | None) -> None:
     """Record that ``table`` (when given) may start again; its job must be readable."""
-    from cdclake_merge.dispatch import resume
+    from cdclake_merge.failures import resume
 
     if table is None:
         return
@@ -187,7 +192,8 @@ def dispatch_command(
     turn = {
         "budget": policy.max_concurrent_runs,
         "retry_share": policy.retry_share,
-        "interval_seconds": float(policy.backoff_unit_seconds()),
+        "turn_seconds": float(policy.turn_seconds()),
+        "backoff_unit_seconds": float(policy.backoff_unit_seconds()),
         "environment": config.env,
     }
     runs: dict[str, Any] = {}

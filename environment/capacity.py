@@ -22,7 +22,13 @@ RUN_TIMEOUT_SHARE = 0.5  # of the timeout a capped run plans to use
 # the merge's half, a capped run that compacts still ends inside its timeout.
 COMPACTION_TIMEOUT_SHARE = 0.25
 COMPACTION_BYTES_PER_VCPU_SECOND = 5 * 1024 * 1024
-FLEX_WORKER_TYPES = ("G.1X", "G.2X")  # Glue's flexible execution class takes only these
+FLEX_WORKER_TYPES = ("G.1X", "G.2X")
+# An assumption, not a measurement: Glue's start of a run (workers, the Spark session, the
+# job's imports and catalog calls) that every run pays. Glue 2.0 and later start "with reduced
+# startup times" (docs.aws.amazon.com/glue/latest/dg/reduced-start-times-spark-etl-jobs.html)
+# and give no figure; a run's ExecutionTime on AWS replaces it. The cost model bills it and
+# the dispatcher counts it in the expected run that decides when a table is due.
+GLUE_START_SECONDS = 30  # Glue's flexible execution class takes only these
 
 # Glue's default quota of concurrent job runs per account; the dispatcher stays below it.
 GLUE_CONCURRENT_RUNS_QUOTA = 50

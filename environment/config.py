@@ -258,7 +258,7 @@ class EnvironmentConfig(ConfigModel):
         # alarm period must see a turn, or a caught-up table pages.
         interval = self.lake.dispatch.interval_minutes()
         for table in self.lake_tables:
-            if interval is not None and interval >= self.lake.freshness_of(table):
+            if interval >= self.lake.freshness_of(table):
                 raise ValueError(
                     f"lake.dispatch.schedule {self.lake.dispatch.schedule} turns every "
                     f"{interval} min, not more often than {table.name}'s freshness objective "

@@ -13,6 +13,7 @@ from environment.capacity import (
     COMPACTION_TIMEOUT_SHARE,
     FLEX_WORKER_TYPES,
     GLUE_CONCURRENT_RUNS_QUOTA,
+    GLUE_START_SECONDS,
     MERGE_BYTES_PER_VCPU_SECOND,
     MERGE_FILES_PER_VCPU_SECOND,
     RUN_TIMEOUT_SHARE,
@@ -99,13 +100,18 @@ class GlueJobConfig(ConfigModel):
         return max(int(vcpus * seconds * COMPACTION_BYTES_PER_VCPU_SECOND / 1024**2), 1)
 
 
+# The shortest first wait after a transient failure (DispatchConfig.backoff_unit_seconds).
+BACKOFF_MIN_UNIT_SECONDS = 5 * 60
+
+
 class DispatchConfig(ConfigModel):
     """The environment's merge dispatcher: how often it looks, how many runs it allows."""
 
     schedule: str = Field(
-        default="rate(15 minutes)",
-        description="EventBridge cron(...) or rate(...): how often the dispatcher looks for "
-        "change files waiting",
+        default="rate(1 minute)",
+        description="EventBridge rate(...) or an every-N-minutes cron(...): how often the "
+        "dispatcher looks for change files due; a turn that starts nothing costs one Lambda "
+        "call and the tables' listings (cdclake cost prices them)",
     )
     max_concurrent_runs: int = Field(
         default=10,
@@ -127,20 +133,42 @@ class DispatchConfig(ConfigModel):
     def _schedule(cls, value: str) -> str:
         if not re.fullmatch(r"(cron|rate)\(.+\)", value):
             raise ValueError("must be cron(...) or rate(...)")
+        if _interval_minutes(value) is None:
+            # A table is due a turn before its objective would be missed: the dispatcher
+            # must know how long a turn is.
+            raise ValueError(
+                "must turn at a fixed interval: rate(N minutes|hours) or cron(0/N * * * ? *)"
+            )
         return value
 
-    def interval_minutes(self) -> int | None:
-        """Minutes between two turns, for ``rate(...)`` and every-N-minutes crons; else None."""
-        rate = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", self.schedule)
-        if rate:
-            return int(rate[1]) * {"minute": 1, "hour": 60, "day": 1440}[rate[2]]
-        cron = re.fullmatch(r"cron\((?:0|\*)/(\d+) \* \* \* \? \*\)", self.schedule)
-        return int(cron[1]) if cron else None
+    def interval_minutes(self) -> int:
+        """Minutes between two turns."""
+        minutes = _interval_minutes(self.schedule)
+        assert minutes is not None  # the validator refuses a schedule without one
+        return minutes
+
+    def turn_seconds(self) -> int:
+        """Seconds between two turns: what waiting one more turn costs a table's lag."""
+        return self.interval_minutes() * 60
 
     def backoff_unit_seconds(self) -> int:
-        """The first retry's wait after a transient failure (then 2, 4 … times it): one turn,
-        or an hour where the schedule is a cron with no fixed interval."""
-        return (self.interval_minutes() or 60) * 60
+        """The first retry's wait after a transient failure (then 2, 4 … times it, at most 6
+        hours): one turn, but at least :data:`BACKOFF_MIN_UNIT_SECONDS`. Not the turn alone:
+        with one-minute turns a throttled or capacity-starved table would be retried every
+        minute, each retry billed Glue's minimum, while what failed it clears on AWS's time,
+        not the schedule's. Not the table's objective: a transient failure of a daily table
+        would then wait six hours. Five minutes is the shortest objective there is, so a
+        5-minute table's first retry still comes within one objective of its failure."""
+        return max(self.turn_seconds(), BACKOFF_MIN_UNIT_SECONDS)
+
+
+def _interval_minutes(schedule: str) -> int | None:
+    """Minutes between two turns of ``rate(...)`` or an every-N-minutes cron; else None."""
+    rate = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", schedule)
+    if rate:
+        return int(rate[1]) * {"minute": 1, "hour": 60, "day": 1440}[rate[2]]
+    cron = re.fullmatch(r"cron\((?:0|\*)/(\d+) \* \* \* \? \*\)", schedule)
+    return int(cron[1]) if cron else None
 
 
 class LakeConfig(ConfigModel):
@@ -214,13 +242,19 @@ class LakeConfig(ConfigModel):
         merges at the measured incremental rate within the table's freshness objective or half
         the timeout, the sooner, so a backlog that min_workers cannot apply in that time gets
         more; on MERGE_ON_READ also per what one compacts in that time of the compaction's
-        budget, on the runs whose inline compaction is due."""
+        budget, on the runs whose inline compaction is due. With them, what decides when a run
+        is due: the table's objective, Glue's expected start and what an executor merges a
+        second (``cdclake_merge.dispatch.due_at``)."""
         job = self.glue_job_of(table)
         seconds = min(self.freshness_of(table) * 60, job.timeout_minutes * 60 * RUN_TIMEOUT_SHARE)
         vcpus = WORKER_VCPUS[job.worker_type]
         sizing = {
             "dispatch_min_workers": job.min_workers,
             "dispatch_bytes_per_executor": int(vcpus * seconds * MERGE_BYTES_PER_VCPU_SECOND),
+            # When a run is due: the objective, Glue's start and an executor's rate.
+            "dispatch_freshness_seconds": self.freshness_of(table) * 60,
+            "dispatch_start_seconds": GLUE_START_SECONDS,
+            "dispatch_executor_bytes_per_second": vcpus * MERGE_BYTES_PER_VCPU_SECOND,
         }
         if table.hudi_table_type == "MERGE_ON_READ":
             compacted = int(vcpus * seconds * COMPACTION_BYTES_PER_VCPU_SECOND)

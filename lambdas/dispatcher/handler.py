@@ -1,14 +1,16 @@
-"""Start the merge jobs whose change files wait, within the environment's budget of runs.
+"""Start the merge jobs whose waiting changes are due, within the environment's budget of runs.
 
 An EventBridge schedule (one per environment) invokes this; the event itself says nothing.
 The environment's merge jobs are the Glue jobs tagged ``cdclake:merge-jobs`` =
 ``MERGE_JOB_PREFIX`` (``ListJobs``: any number of tables). Each job's default arguments say
 where its changes and its Hudi table are; the decision
 (:mod:`cdclake_merge.dispatch`) lists what waits as the merge does, asks Glue for runs in
-progress, and starts the tables with files waiting, oldest first, while the runs in progress
-stay within ``MAX_CONCURRENT_RUNS``. A table with nothing waiting starts nothing. A table
+progress, and starts the tables whose waiting changes are due (they would miss the table's
+freshness objective after one more turn of ``TURN_SECONDS`` and an expected run, or they reach
+the run's byte cap), oldest first, while the runs in progress stay within
+``MAX_CONCURRENT_RUNS``. A table with nothing waiting or not due yet starts nothing. A table
 whose runs fail is parked or backs off (``BACKOFF_UNIT_SECONDS`` the first wait), and retries
-take at most ``RETRY_SHARE`` of the budget (:mod:`cdclake_merge.dispatch`). Each run
+take at most ``RETRY_SHARE`` of the budget (:mod:`cdclake_merge.failures`). Each run
 starts with the workers its pending bytes need, within the bounds in its job's default
 arguments (``--dispatch_min_workers``, ``NumberOfWorkers``).
 
@@ -27,7 +29,7 @@ A job that cannot be read or started is logged and the others go on; the invocat
 fails, so that Lambda's error metric shows it. The next schedule decides afresh: a start
 missed now is made then.
 
-Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``RETRY_SHARE``,
+Environment: ``MERGE_JOB_PREFIX``, ``MAX_CONCURRENT_RUNS``, ``RETRY_SHARE``, ``TURN_SECONDS``,
 ``BACKOFF_UNIT_SECONDS``, ``METRICS_ENVIRONMENT``, ``HEARTBEAT_CHANGES``. AWS
 clients honour the standard ``AWS_ENDPOINT_URL``.
 """
@@ -115,7 +117,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
         glue=glue,
         budget=budget,
         retry_share=float(os.environ["RETRY_SHARE"]),
-        interval_seconds=float(os.environ["BACKOFF_UNIT_SECONDS"]),
+        turn_seconds=float(os.environ["TURN_SECONDS"]),
+        backoff_unit_seconds=float(os.environ["BACKOFF_UNIT_SECONDS"]),
         environment=environment,
     )
     for decision in decisions:

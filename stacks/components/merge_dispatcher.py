@@ -1,5 +1,9 @@
 """The environment's merge dispatcher: one schedule starts a Lambda (lambdas/dispatcher) that
-starts a lake table's Glue job only when its change files wait (docs/cost.md).
+starts a lake table's Glue job only when its waiting changes are due, a turn and an expected
+run before they would miss the table's freshness objective (docs/cost.md, docs/operations.md).
+The Lambda learns the turn's length (``TURN_SECONDS``) and a transient failure's first wait
+(``BACKOFF_UNIT_SECONDS``) from the schedule's config; each table's objective is in its own
+job's default arguments.
 
 The merge jobs themselves have no schedule: a bare schedule starts every table's job every
 cycle, changes or not, and a start during a table's own long run fails. The Lambda finds the
@@ -68,6 +72,7 @@ class MergeDispatcher(Construct):
                 "MERGE_JOB_PREFIX": job_prefix,
                 "MAX_CONCURRENT_RUNS": str(config.max_concurrent_runs),
                 "RETRY_SHARE": str(config.retry_share),
+                "TURN_SECONDS": str(config.turn_seconds()),
                 "BACKOFF_UNIT_SECONDS": str(config.backoff_unit_seconds()),
                 "METRICS_ENVIRONMENT": environment,
                 "HEARTBEAT_CHANGES": heartbeats,

@@ -194,3 +194,13 @@ def test_dispatcher_failed_turn_not_retried(env: Any) -> None:
         if config["FunctionName"] == {"Ref": function}
     ]
     assert [config["MaximumRetryAttempts"] for config in configs] == [0]
+
+
+def test_dispatcher_function_turn_seconds_from_the_schedule(env: Any) -> None:
+    function = resources(env.template("lake"), "AWS::Lambda::Function")[
+        _id(env, env.stacks["lake"].dispatcher.function)
+    ]
+    # dev turns every 30 minutes, prod every 15 (config/): a table is due a turn before its
+    # objective would be missed.
+    expected = {"dev": "1800", "prod": "900"}[env.config.env]
+    assert function["Environment"]["Variables"]["TURN_SECONDS"] == expected

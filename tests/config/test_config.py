@@ -285,7 +285,16 @@ def test_dispatch_config_interval_of_every_n_minutes_cron_is_n() -> None:
     from environment.lake import DispatchConfig
 
     assert DispatchConfig(schedule="cron(0/20 * * * ? *)").interval_minutes() == 20
-    assert DispatchConfig(schedule="cron(0 12 * * ? *)").interval_minutes() is None
+
+
+def test_load_config_dispatch_schedule_without_a_fixed_interval_is_rejected(
+    tmp_path: Path,
+) -> None:
+    # A table is due a turn before its objective would be missed: a turn has a length.
+    data = _minimal()
+    data["lake"] = {"dispatch": {"schedule": "cron(0 12 * * ? *)"}}
+    with pytest.raises(ConfigError, match=r"lake\.dispatch\.schedule: .*must turn at a fixed"):
+        load_config(path=_write(tmp_path, data))
 
 
 # --- a table's own merge workers (issue 26, right-sized runs) -----------------------------------
@@ -470,10 +479,10 @@ def test_dispatch_config_backoff_unit_of_a_rate_is_one_turn() -> None:
     assert DispatchConfig(schedule="rate(15 minutes)").backoff_unit_seconds() == 900
 
 
-def test_dispatch_config_backoff_unit_of_a_daily_cron_is_an_hour() -> None:
+def test_dispatch_config_backoff_unit_of_one_minute_turns_is_five_minutes() -> None:
     from environment.lake import DispatchConfig
 
-    assert DispatchConfig(schedule="cron(0 12 * * ? *)").backoff_unit_seconds() == 3600
+    assert DispatchConfig(schedule="rate(1 minute)").backoff_unit_seconds() == 300
 
 
 def test_lake_config_dispatch_of_sizes_within_a_freshness_sooner_than_half_the_timeout(
@@ -510,3 +519,25 @@ def test_lake_config_dispatch_of_copy_on_write_has_no_compaction(tmp_path: Path)
     config = load_config(path=_write(tmp_path, _sized_tables({})))
     sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
     assert "dispatch_compaction_bytes_per_executor" not in sizing
+
+
+def test_load_config_default_schedule_keeps_a_five_minute_objective(tmp_path: Path) -> None:
+    # The shortest objective there is: the default schedule turns often enough for it.
+    data = _minimal()
+    data["tables"] = [{"name": "public.orders", "primary_key": ["id"], "freshness_minutes": 5}]
+    config = load_config(path=_write(tmp_path, data))
+    assert config.lake.dispatch.turn_seconds() == 60
+
+
+def test_lake_config_dispatch_of_carries_what_decides_a_run_is_due(tmp_path: Path) -> None:
+    data = _sized_tables({})
+    data["tables"][0]["freshness_minutes"] = 5  # type: ignore[index]
+    config = load_config(path=_write(tmp_path, data))
+    sizing = config.lake.dispatch_of(config.lake_table("public.orders"))
+    # The table's objective, Glue's start (environment.capacity) and a G.1X executor's
+    # 4 vCPUs at 768 KiB a second each.
+    assert (
+        sizing["dispatch_freshness_seconds"],
+        sizing["dispatch_start_seconds"],
+        sizing["dispatch_executor_bytes_per_second"],
+    ) == (300, 30, 4 * 768 * 1024)

@@ -16,7 +16,6 @@ from tests.cost.cost_helpers import (
     configs,
     initial_load_run,
     run_cost,
-    with_schedule,
 )
 
 
@@ -115,12 +114,6 @@ def test_estimate_flex_job_priced_at_flex_rate(environments: dict[str, Environme
     assert month.dispatcher.usd == pytest.approx(
         month.dispatcher.dpu_hours * cost.USD_PER_DPU_HOUR_FLEX
     )
-
-
-def test_cycle_minutes_irregular_cron_refused(environments: dict[str, EnvironmentConfig]) -> None:
-    config = with_schedule(environments["dev"], "cron(0 8,20 * * ? *)")
-    with pytest.raises(cost.CostError, match=r"cron\(0 8,20 \* \* \? \*\) of dev"):
-        cost.estimate(config, active_share=0.1, events_per_run=10)
 
 
 def test_constants_bytes_per_event_from_bench_result() -> None:

@@ -27,6 +27,7 @@ def handler_environment(
     """The dispatcher Lambda's environment, as its stack sets it (tests/cdk holds the stack's)."""
     monkeypatch.setenv("MAX_CONCURRENT_RUNS", str(budget))
     monkeypatch.setenv("RETRY_SHARE", "0.5")
+    monkeypatch.setenv("TURN_SECONDS", "900")
     monkeypatch.setenv("BACKOFF_UNIT_SECONDS", "900")
     monkeypatch.setenv("METRICS_ENVIRONMENT", environment)
     monkeypatch.setenv("MERGE_JOB_PREFIX", f"{PREFIX}-merge-")
@@ -97,7 +98,9 @@ def changes_of(table: str) -> str:
 
 
 def create_job(world: World, table: str) -> str:
-    """The table's merge job with the default arguments the stack gives it (once)."""
+    """The table's merge job with the default arguments the stack gives it, but none of the
+    dispatcher's (once): as a job defined before objectives, its table starts whenever work
+    waits."""
     name = job_name(table)
     if name in world.glue.list_jobs()["JobNames"]:
         return name
@@ -306,8 +309,8 @@ def create_sized_job(
     compaction: dict[str, str] | None = None,
 ) -> str:
     """The table's merge job as the stack defines it with worker bounds: G.1X workers up to
-    ``max_workers`` (auto scaling on) and the dispatcher's arguments (``compaction``: a
-    MERGE_ON_READ job's)."""
+    ``max_workers`` (auto scaling on) and the dispatcher's sizing arguments (``compaction``: a
+    MERGE_ON_READ job's), but no objective: its table starts whenever work waits."""
     name = job_name(table)
     world.glue.create_job(
         Name=name,
@@ -336,6 +339,49 @@ def create_sized_job(
         },
     )
     return name
+
+
+def create_objective_job(
+    world: World, table: str, freshness_minutes: int, *, max_bytes_per_run: int | None = None
+) -> str:
+    """The table's merge job as the stack defines it from config/dev.yaml with the table's
+    freshness objective ``freshness_minutes``: its workers, the per-run byte cap (or
+    ``max_bytes_per_run``) and every dispatcher argument ``LakeConfig.dispatch_of`` gives."""
+    from environment.config import load_config
+
+    config = load_config("dev")
+    own = config.lake_table("public.orders").model_copy(
+        update={"name": table, "freshness_minutes": freshness_minutes}
+    )
+    job = config.lake.glue_job_of(own)
+    cap = job.bytes_per_run() if max_bytes_per_run is None else max_bytes_per_run
+    name = job_name(table)
+    world.glue.create_job(
+        Name=name,
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+        GlueVersion="5.0",
+        WorkerType=job.worker_type,
+        NumberOfWorkers=job.number_of_workers,
+        ExecutionProperty={"MaxConcurrentRuns": 1},
+        Tags=JOB_TAGS,
+        DefaultArguments={
+            "--table": table,
+            "--changes_path": changes_of(table),
+            "--warehouse_path": WAREHOUSE,
+            "--database": DATABASE,
+            "--record_key": "id",
+            "--max_bytes_per_run": str(cap),
+            **{f"--{k}": str(v) for k, v in config.lake.dispatch_of(own).items()},
+        },
+    )
+    return name
+
+
+def written_at(world: World, path: str) -> float:
+    """When S3 says the object at ``path`` (s3://bucket/key) was written, epoch seconds."""
+    bucket, _, key = path.removeprefix("s3://").partition("/")
+    return float(world.s3.head_object(Bucket=bucket, Key=key)["LastModified"].timestamp())
 
 
 def put_change_bytes(world: World, table: str, offset: int, size: int) -> str:

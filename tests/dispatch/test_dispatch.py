@@ -11,12 +11,12 @@ import pytest
 from cdclake_merge.dispatch import (
     Decision,
     dispatch,
-    recent_runs,
     run_in_progress,
     sizing_of,
     start_runs,
     target_from_job,
 )
+from cdclake_merge.failures import recent_runs
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,

@@ -11,17 +11,14 @@ from pathlib import Path
 import pytest
 
 from cdclake.dispatch import resume_target
-from cdclake_merge.dispatch import (
+from cdclake_merge.dispatch import Decision, Target, dispatch, target_from_job
+from cdclake_merge.failures import (
     BACKOFF_CAP_SECONDS,
-    Decision,
     Run,
-    Target,
     backoff_seconds,
-    dispatch,
     failures_of,
     record_local_run,
     resume,
-    target_from_job,
 )
 from cdclake_merge.hudi_options import hudi_options
 from cdclake_merge.schema import SchemaChangeError, promote_stored, widen
@@ -43,7 +40,7 @@ ORDERS, CUSTOMERS, ITEMS, PAYMENTS = (
     "public.items",
     "public.payments",
 )
-INTERVAL = 900.0  # the schedule's, seconds
+INTERVAL = 900.0  # the backoff's unit, seconds
 # A run's executors lost mid-stage: Spark's words, which no retry can be told to repeat.
 LOST_EXECUTORS = "An error occurred while calling o98.save. Executor 3 lost (heartbeat timed out)"
 
@@ -58,7 +55,7 @@ def _turn(world: World, *tables: str, budget: int = 10) -> dict[str, Decision]:
         fs=S3FileSystem(world.s3),
         glue=world.glue,
         budget=budget,
-        interval_seconds=INTERVAL,
+        backoff_unit_seconds=INTERVAL,
         environment="dev",
     )
     return {d.table: d for d in decisions}

@@ -16,6 +16,7 @@ from tests.dispatch.dispatch_helpers import (
     FakeContext,
     World,
     create_job,
+    create_objective_job,
     create_sized_job,
     end_run,
     handler_environment,
@@ -203,3 +204,16 @@ def test_dispatcher_handler_parks_and_backs_off_failing_tables_while_a_healthy_o
             "public.items": "1 change files wait",
         },
     )
+
+
+def test_dispatcher_handler_turn_length_from_its_environment_makes_a_table_due(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 5-minute table whose change was just written: with 5-minute turns it cannot wait for
+    # the next one (300 - 300 - Glue's 30 s start is already past); with 1-minute turns it
+    # could have (due in about 3.5 minutes).
+    monkeypatch.setenv("TURN_SECONDS", "300")
+    create_objective_job(world, "public.orders", 5)
+    put_change_file(world, "public.orders", 0)
+    answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    assert answer == {"jobs": 1, "started": 1, "pending": 1}

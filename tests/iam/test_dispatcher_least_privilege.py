@@ -116,6 +116,10 @@ def turn(
                 continue
             job = resource["Properties"]
             table_arguments = resolve(job["DefaultArguments"], "lake")
+            # A byte cap every waiting change file reaches: a table whose file was just
+            # written is due at once instead of near its freshness objective, so the turn
+            # starts it (and so records StartJobRun) whatever the objective.
+            table_arguments["--max_bytes_per_run"] = "1"
             arguments[table_arguments["--table"]] = table_arguments
             jobs[table_arguments["--table"]] = job["Name"]
             glue.create_job(

@@ -53,6 +53,7 @@ SCOPE: dict[str, list[str]] = {
         "lambdas.bootstrap.sql.xǁBootstrapSpecǁ*",
     ],
     "cdclake_merge.dispatch": ["cdclake_merge.dispatch.*"],
+    "cdclake_merge.failures": ["cdclake_merge.failures.*"],
     "cdclake_merge.pending": ["cdclake_merge.pending.*"],
     "lambdas.dispatcher.handler": ["lambdas.dispatcher.handler.*"],
     # Its AWS side's parts; the local merges and the command itself start Spark or a stack.

@@ -1,10 +1,22 @@
-"""Which lake tables' merge jobs start now: only where change files wait and no run is in
-progress, within the environment's budget of concurrent runs, oldest waiting changes first.
+"""Which lake tables' merge jobs start now: those *due* with no run in progress, within the
+environment's budget of concurrent runs, oldest waiting changes first.
 
 One decision serves the dispatcher Lambda (on a schedule, one per environment) and
 ``cdclake dispatch``. What waits is read as the merge reads it (:mod:`cdclake_merge.pending`);
 runs in progress come from Glue (``GetJobRuns``). Runs in progress count against the budget
 whether the dispatcher, an operator or a replay started them. Nothing here imports Spark.
+
+A table is due (:func:`due_at`) when its oldest waiting change would miss the table's
+freshness objective if the table waited one more turn and then ran an expected run (Glue's
+start, then what waits at the measured incremental rate on the workers its sizing gives), or
+when what waits reaches the run's byte cap. A table not due yet says when it will be
+(``waiting: due at …``); a turn that starts nothing costs a Lambda call and the listings. The
+objective, the start and the rate come from the job's default arguments
+(``environment.lake.LakeConfig.dispatch_of``); a job without them (defined before objectives,
+or the local stack's tables, whose turn is an operator's command) starts whenever work waits.
+A failing table neither parked nor backing off starts as a retry without waiting to be due
+(:mod:`cdclake_merge.failures`); a commit missing from the catalog starts at once (its run is
+short).
 
 Each decision also carries the table's watermark: every change file written before it is
 applied. Nothing waits: the moment the table was listed, and its lag is 0 (caught up as of
@@ -15,23 +27,16 @@ that grows.
 
 Each run started is sized to what waits (:class:`Sizing`): an executor per
 ``--dispatch_bytes_per_executor`` of pending bytes (what a worker applies at the measured
-incremental rate within the table's freshness objective or half the timeout, the sooner;
-``environment.config.LakeConfig.dispatch_of``) and, on a MERGE_ON_READ run whose inline
-compaction is due, its share of the compaction's IO budget
+incremental rate within the table's freshness objective or half the timeout, the sooner) and,
+on a MERGE_ON_READ run whose inline compaction is due, its share of the compaction's IO budget
 (``--dispatch_compaction_bytes_per_executor``), plus the driver; within the table's
 ``--dispatch_min_workers`` and its job's ``NumberOfWorkers``. Glue auto scaling releases what a
 run leaves idle. The bounds come from the job's default arguments: the Lambda has no config of
 its own.
 
-A table whose runs fail is not started first every turn (:func:`failures_of`, from the same
-``GetJobRuns`` answer that finds the run in progress). A failure no retry can fix (the
-bad-fraction gate, a type change the table cannot take, an argument the job refuses:
-:data:`DETERMINISTIC`) *parks* the table until a change file newer than the failed run's start
-arrives, its job definition changes, or an operator resumes it (``cdclake dispatch --resume``,
-which writes :data:`RESUMED` in the table's sidecar). Any other failure (a timeout, throttling,
-lost executors) *backs off*: the n-th failure in a row waits 2**(n-1) schedule intervals from
-its end, at most :data:`BACKOFF_CAP_SECONDS`. Tables without failures start first; retries take
-at most ``retry_share`` of the budget. Each failed run already pages once
+A table whose runs fail is parked or backs off (:mod:`cdclake_merge.failures`), from the same
+``GetJobRuns`` answer that finds the run in progress. Tables without failures start first;
+retries take at most ``retry_share`` of the budget. Each failed run already pages once
 (``stacks/components/merge_job_failures.py``); a parked table starts no run, so it pages no
 more.
 """
@@ -39,16 +44,25 @@ more.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cdclake_merge.failures import (
+    Failures,
+    Run,
+    epoch,
+    failures_of,
+    held,
+    local_runs,
+    recent_runs,
+    resumed_at,
+    when,
+)
 from cdclake_merge.pending import Pending, TablePaths, table_pending
-from cdclake_merge.storage import FileSystem, join
+from cdclake_merge.storage import FileSystem
 
 # Glue's run states that hold the job (and count against the account's concurrent runs).
 IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
@@ -56,30 +70,12 @@ IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
 # prefix: the dispatcher finds its jobs by it (any number of tables; a schedule's input could
 # name only a few hundred).
 MERGE_JOB_TAG = "cdclake:merge-jobs"
-RUNS_LOOKED_AT = 25  # the newest runs of a job; one in progress is among them
 MAX_ERROR_CHARS = 300
-# Glue's run states of a run that failed (STOPPED is an operator's, not a failure).
-FAILED = frozenset({"FAILED", "ERROR", "TIMEOUT"})
-BACKOFF_CAP_SECONDS = 6 * 3600
 DEFAULT_RETRY_SHARE = 0.5
-# What a failed run's ErrorMessage says when a retry fails the same way: the merge entry's
-# failure line (glue_jobs/merge_job.py) carries the message of cdclake_merge.job's
-# TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
-# own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
-DETERMINISTIC = (
-    ("TooManyBadRecords", re.compile(r"lines of \S+ could not be applied .*> max_bad_fraction")),
-    (
-        "SchemaChangeRejected",
-        re.compile(r"changed type from .+ to .+, which (cannot be widened|the Hudi table cannot)"),
-    ),
-    ("SchemaChangeRejected", re.compile(r"key column\(s\) .+ not in the data")),
-    ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
-    ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE or MERGE_ON_READ")),
-)
-# In the table's sidecar (the merge's state, which the dispatcher already reads): when an
-# operator last resumed the table, and, on the local stack, its recent runs.
-RESUMED = "dispatch-resumed.json"
-LOCAL_RUNS = "dispatch-runs.json"
+# A turn's defaults where the caller does not say (the Lambda and the CLI take theirs from
+# the config: environment.lake.DispatchConfig).
+DEFAULT_TURN_SECONDS = 60.0
+DEFAULT_BACKOFF_UNIT_SECONDS = 300.0
 # A MERGE_ON_READ table compacts inline after this many delta commits
 # (hoodie.compact.inline.max.delta.commits, cdclake_merge.hudi_options).
 DELTA_COMMITS_PER_COMPACTION = 5
@@ -98,16 +94,36 @@ class Sizing:
     # compacts within the same objective; None: the job never compacts inline.
     compaction_bytes: int | None = None
     compaction_bytes_per_executor: int | None = None
+    # The table's freshness objective, Glue's expected start and what an executor merges a
+    # second (the measured incremental rate): when a run is due. None: start when work waits.
+    freshness_seconds: int | None = None
+    start_seconds: int | None = None
+    executor_bytes_per_second: int | None = None
+
+    def applied(self, pending_bytes: int) -> int:
+        """What a run applies of ``pending_bytes``: all of it, or the byte cap."""
+        applied = max(pending_bytes, 0)
+        if self.max_bytes_per_run is not None:
+            applied = min(applied, self.max_bytes_per_run)
+        return applied
+
+    def expected_run_seconds(self, pending_bytes: int) -> float | None:
+        """How long a run of ``pending_bytes`` takes from its start request: Glue's start and
+        what it applies at the rate on the executors it starts with (compaction aside: it is
+        bounded by its own budget). None without an objective's figures."""
+        if self.start_seconds is None or not self.executor_bytes_per_second:
+            return None
+        executors = self.workers_for(pending_bytes) - 1
+        return self.start_seconds + self.applied(pending_bytes) / (
+            executors * self.executor_bytes_per_second
+        )
 
     def workers_for(self, pending_bytes: int, *, compaction_due: bool = False) -> int:
         """Workers a run of ``pending_bytes`` starts with: the driver and an executor per
         ``bytes_per_executor`` of what the run applies, and per
         ``compaction_bytes_per_executor`` of the compaction's budget when it is due, within
         the bounds."""
-        applied = max(pending_bytes, 0)
-        if self.max_bytes_per_run is not None:
-            applied = min(applied, self.max_bytes_per_run)
-        shares = applied / self.bytes_per_executor
+        shares = self.applied(pending_bytes) / self.bytes_per_executor
         if compaction_due and self.compaction_bytes and self.compaction_bytes_per_executor:
             shares += self.compaction_bytes / self.compaction_bytes_per_executor
         executors = math.ceil(shares)
@@ -170,86 +186,6 @@ class Decision:
             "workers": self.workers,
             "lag_seconds": round(lag, 1) if lag is not None else None,
         }
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a table's merge, as Glue's ``GetJobRuns`` (or the local run log) has it."""
-
-    state: str
-    started: float  # epoch seconds
-    ended: float | None = None
-    error: str = ""
-
-    @staticmethod
-    def of(run: dict[str, Any]) -> Run:
-        started = _epoch(run.get("StartedOn")) or 0.0
-        return Run(
-            state=str(run.get("JobRunState", "")),
-            started=started,
-            ended=_epoch(run.get("CompletedOn")),
-            error=" ".join(str(run.get("ErrorMessage") or "").split()),
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "JobRunState": self.state,
-            "StartedOn": self.started,
-            "CompletedOn": self.ended,
-            "ErrorMessage": self.error,
-        }
-
-
-def _epoch(value: Any) -> float | None:
-    """A time as GetJobRuns gives it (datetime) or the local run log (epoch seconds)."""
-    if isinstance(value, dt.datetime):
-        return value.timestamp()
-    if isinstance(value, int | float):
-        return float(value)
-    return None
-
-
-def deterministic_kind(error: str) -> str | None:
-    """The name of the failure a retry repeats (:data:`DETERMINISTIC`), or None."""
-    for kind, pattern in DETERMINISTIC:
-        if pattern.search(error):
-            return kind
-    return None
-
-
-@dataclass(frozen=True)
-class Failures:
-    """A table's failed runs since its last success: how many, and the newest of them."""
-
-    count: int
-    newest: Run
-    kind: str | None  # a deterministic failure's name; None: transient
-
-    @property
-    def at(self) -> float:
-        return self.newest.ended or self.newest.started
-
-
-def failures_of(runs: Sequence[Run]) -> Failures | None:
-    """The failed runs in a row among ``runs`` (newest first) up to a success; None when the
-    newest finished run succeeded or none finished. Runs in progress and runs stopped by hand
-    are passed over."""
-    failed: list[Run] = []
-    for run in runs:
-        if run.state in FAILED:
-            failed.append(run)
-        elif run.state == "SUCCEEDED":
-            break
-    if not failed:
-        return None
-    newest = failed[0]
-    kind = deterministic_kind(newest.error) if newest.state != "TIMEOUT" else None
-    return Failures(len(failed), newest, kind)
-
-
-def backoff_seconds(failures: int, interval_seconds: float) -> float:
-    """How long after the n-th failure in a row the next try waits: 1, 2, 4 … intervals."""
-    return float(min(interval_seconds * 2 ** min(failures - 1, 32), BACKOFF_CAP_SECONDS))
 
 
 @dataclass(frozen=True)
@@ -316,16 +252,20 @@ def target_from_job(glue: Any, job: str) -> Target:
         changes=arguments["--changes_path"],
         job=job,
         sizing=sizing_of(definition),
-        defined_at=_epoch(definition.get("LastModifiedOn")),
+        defined_at=epoch(definition.get("LastModifiedOn")),
     )
 
 
 SIZING_ARGUMENTS = ("--dispatch_min_workers", "--dispatch_bytes_per_executor")
-# The byte cap, and on MERGE_ON_READ jobs the compaction's budget and rate.
+# The byte cap, on MERGE_ON_READ jobs the compaction's budget and rate, and the objective's
+# figures (a job defined before objectives has none).
 OPTIONAL_SIZING_ARGUMENTS = (
     "--max_bytes_per_run",
     "--compaction_io_mb",
     "--dispatch_compaction_bytes_per_executor",
+    "--dispatch_freshness_seconds",
+    "--dispatch_start_seconds",
+    "--dispatch_executor_bytes_per_second",
 )
 
 
@@ -359,53 +299,16 @@ def sizing_of(definition: dict[str, Any]) -> Sizing | None:
             values["--compaction_io_mb"] * 1024**2 if "--compaction_io_mb" in values else None
         ),
         compaction_bytes_per_executor=values.get("--dispatch_compaction_bytes_per_executor"),
+        freshness_seconds=values.get("--dispatch_freshness_seconds"),
+        start_seconds=values.get("--dispatch_start_seconds"),
+        executor_bytes_per_second=values.get("--dispatch_executor_bytes_per_second"),
     )
-
-
-def recent_runs(glue: Any, job: str) -> list[Run]:
-    """The job's newest runs, newest first (one ``GetJobRuns`` call)."""
-    runs = glue.get_job_runs(JobName=job, MaxResults=RUNS_LOOKED_AT).get("JobRuns", [])
-    return sorted((Run.of(r) for r in runs), key=lambda r: r.started, reverse=True)
 
 
 def run_in_progress(runs: Sequence[Run]) -> str | None:
     """The state of the run in progress among ``runs`` (STARTING, RUNNING, STOPPING,
     WAITING), or None."""
     return next((r.state for r in runs if r.state in IN_PROGRESS), None)
-
-
-def _sidecar(target: Target) -> str:
-    return TablePaths.of(target.warehouse, target.lake_table).sidecar
-
-
-def local_runs(fs: FileSystem, target: Target) -> list[Run]:
-    """The table's recent runs on the local stack, newest first (:func:`record_local_run`)."""
-    path = join(_sidecar(target), LOCAL_RUNS)
-    if not fs.exists(path):
-        return []
-    return [Run.of(r) for r in json.loads(fs.read_text(path))]
-
-
-def record_local_run(fs: FileSystem, target: Target, run: Run) -> None:
-    """Keep a local run where the next ``cdclake dispatch --env local`` reads it, as Glue
-    keeps a job's runs: the newest :data:`RUNS_LOOKED_AT`."""
-    kept = [run, *local_runs(fs, target)][:RUNS_LOOKED_AT]
-    fs.write_text(join(_sidecar(target), LOCAL_RUNS), json.dumps([r.as_json() for r in kept]))
-
-
-def resumed_at(fs: FileSystem, target: Target) -> float | None:
-    """When an operator last resumed the table (:func:`resume`); None: never."""
-    path = join(_sidecar(target), RESUMED)
-    if not fs.exists(path):
-        return None
-    return float(json.loads(fs.read_text(path))["at"])
-
-
-def resume(fs: FileSystem, target: Target, now: float) -> None:
-    """Let a parked table start again: its next turn tries it once more, and a run that fails
-    the same way parks it again."""
-    at = dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds")
-    fs.write_text(join(_sidecar(target), RESUMED), json.dumps({"at": now, "when": at}))
 
 
 def compaction_due(fs: FileSystem, target: Target) -> bool:
@@ -482,35 +385,53 @@ def _sized(decision: Decision, survey: Survey) -> Decision:
     sizing = survey.target.sizing
     if sizing is None:
         return decision
-    pending = sum(f.size for f in survey.pending.files) if survey.pending else 0
-    workers = sizing.workers_for(pending, compaction_due=survey.compaction_due)
+    workers = sizing.workers_for(_waiting_bytes(survey), compaction_due=survey.compaction_due)
     return replace(decision, workers=workers, worker_type=sizing.worker_type)
 
 
-def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
+def _waiting_bytes(survey: Survey) -> int:
+    return sum(f.size for f in survey.pending.files) if survey.pending else 0
 
 
-def _held(s: Survey, now: float, interval_seconds: float, environment: str) -> str | None:
-    """Why a failing table does not start this turn (parked, backing off), or None: it may."""
-    failures = s.failures
-    if failures is None:
+def due_at(survey: Survey, turn_seconds: float) -> float | None:
+    """When the table's waiting changes become due (epoch seconds): its objective after the
+    oldest of them, less one turn and an expected run of what waits. None: due whenever work
+    waits (no objective's figures, what waits reaches the byte cap, or no file waits: a
+    catalog registration alone)."""
+    sizing = survey.target.sizing
+    oldest = survey.pending.oldest if survey.pending else None
+    if sizing is None or sizing.freshness_seconds is None or oldest is None:
         return None
-    if failures.kind is not None:
-        files = s.pending.files if s.pending else ()
-        newer_input = any(f.modified > failures.newest.started for f in files)
-        redefined = (s.target.defined_at or 0.0) > failures.at
-        resumed = (s.resumed_at or 0.0) > failures.at
-        if newer_input or redefined or resumed:
-            return None
-        return (
-            f"parked: {failures.kind} at {_when(failures.at)}; resume with "
-            f"cdclake dispatch --env {environment} --resume {s.target.table}"
-        )
-    next_try = failures.at + backoff_seconds(failures.count, interval_seconds)
-    if now >= next_try:
+    if _at_cap(survey):
         return None
-    return f"backoff: {failures.count} failures, next try after {_when(next_try)}"
+    run = sizing.expected_run_seconds(_waiting_bytes(survey))
+    if run is None:
+        return None
+    return oldest + sizing.freshness_seconds - turn_seconds - run
+
+
+def _at_cap(survey: Survey) -> bool:
+    """What waits is a full run's worth (the job's byte cap)."""
+    cap = survey.target.sizing.max_bytes_per_run if survey.target.sizing else None
+    return cap is not None and _waiting_bytes(survey) >= cap
+
+
+def _objective(survey: Survey) -> str:
+    seconds = survey.target.sizing.freshness_seconds if survey.target.sizing else None
+    return f"objective {(seconds or 0) / 60:g} min"
+
+
+def _why_due(survey: Survey, turn_seconds: float) -> str:
+    """Why a table with an objective starts now, for its reason ('' without one)."""
+    sizing = survey.target.sizing
+    if sizing is None or sizing.freshness_seconds is None or not survey.pending:
+        return ""
+    if _at_cap(survey):
+        return f"; {_waiting_bytes(survey)} bytes reach the run's cap"
+    at = due_at(survey, turn_seconds)
+    if at is None:  # files wait, but the job has no expected run's figures
+        return ""
+    return f"; due since {when(at)} ({_objective(survey)})"
 
 
 def decide(
@@ -518,33 +439,48 @@ def decide(
     budget: int,
     *,
     retry_share: float = DEFAULT_RETRY_SHARE,
-    interval_seconds: float = 900.0,
+    turn_seconds: float = DEFAULT_TURN_SECONDS,
+    backoff_unit_seconds: float = DEFAULT_BACKOFF_UNIT_SECONDS,
     environment: str = "ENV",
     now: float | None = None,
 ) -> list[Decision]:
-    """Start the tables with files waiting and no run in progress while the runs in progress
-    stay within ``budget``: first those whose last run succeeded, oldest waiting first, then
-    the failing ones neither parked nor backing off, within ``retry_share`` of the budget (at
-    least one run). In the order of ``surveys``. ``interval_seconds``: the schedule's, the unit
-    of the backoff; ``environment``: named in a parked table's resume command."""
+    """Start the tables whose work is due (:func:`due_at`) and that have no run in progress,
+    while the runs in progress stay within ``budget``: first those whose last run succeeded,
+    oldest waiting first, then the failing ones neither parked nor backing off, within
+    ``retry_share`` of the budget (at least one run). In the order of ``surveys``.
+    ``turn_seconds``: the schedule's, what waiting one more turn costs a table;
+    ``backoff_unit_seconds``: a transient failure's first wait; ``environment``: named in a
+    parked table's resume command."""
     if budget < 1:
         raise ValueError(f"the budget of concurrent runs must be at least 1, got {budget}")
     now = time.time() if now is None else now
     busy = sum(1 for s in surveys if s.running is not None)
     retrying = sum(1 for s in surveys if s.running is not None and s.failures is not None)
-    held = {
-        s.target.table: reason
-        for s in surveys
-        if s.pending is not None
-        and (reason := _held(s, now, interval_seconds, environment)) is not None
-    }
+    kept: dict[str, str] = {}
+    for s in surveys:
+        if s.pending is None:
+            continue
+        reason = held(
+            s.failures,
+            files=s.pending.files,
+            defined_at=s.target.defined_at,
+            resumed=s.resumed_at,
+            now=now,
+            backoff_unit_seconds=backoff_unit_seconds,
+            resume_command=f"cdclake dispatch --env {environment} --resume {s.target.table}",
+        )
+        at = due_at(s, turn_seconds) if s.failures is None else None
+        if reason is None and at is not None and now < at:
+            reason = f"waiting: due at {when(at)} ({_objective(s)})"
+        if reason is not None:
+            kept[s.target.table] = reason
     ready = [
         s
         for s in surveys
         if s.error is None
         and s.running is None
         and _has_work(s.pending)
-        and s.target.table not in held
+        and s.target.table not in kept
     ]
 
     def oldest_first(s: Survey) -> tuple[float, str]:
@@ -574,8 +510,8 @@ def decide(
             decisions.append(replace(base, reason=f"a run is in progress ({s.running})"))
         elif not _has_work(s.pending):
             decisions.append(replace(base, reason="no change files wait"))
-        elif s.target.table in held:
-            decisions.append(replace(base, reason=held[s.target.table]))
+        elif s.target.table in kept:
+            decisions.append(replace(base, reason=kept[s.target.table]))
         else:
             work = (
                 f"{len(files)} change files wait"
@@ -584,6 +520,8 @@ def decide(
             )
             if s.failures is not None:
                 work = f"retry after {s.failures.count} failures; {work}"
+            else:
+                work += _why_due(s, turn_seconds)
             if s.target.table in chosen:
                 decisions.append(_sized(replace(base, start=True, reason=work), s))
             elif s.failures is not None and held_by_share:
@@ -625,15 +563,20 @@ def dispatch(
     budget: int,
     dry_run: bool = False,
     retry_share: float = DEFAULT_RETRY_SHARE,
-    interval_seconds: float = 900.0,
+    turn_seconds: float = DEFAULT_TURN_SECONDS,
+    backoff_unit_seconds: float = DEFAULT_BACKOFF_UNIT_SECONDS,
     environment: str = "ENV",
+    now: float | None = None,
 ) -> list[Decision]:
-    """Survey, decide and (unless ``dry_run``) start: the dispatcher's whole turn."""
+    """Survey, decide as of ``now`` (default: when the survey ends) and (unless
+    ``dry_run``) start: the dispatcher's whole turn."""
     decisions = decide(
         survey(targets, fs=fs, glue=glue),
         budget,
         retry_share=retry_share,
-        interval_seconds=interval_seconds,
+        turn_seconds=turn_seconds,
+        backoff_unit_seconds=backoff_unit_seconds,
         environment=environment,
+        now=now,
     )
     return decisions if dry_run else start_runs(glue, decisions)

@@ -1,0 +1,212 @@
+"""A lake table's failed merge runs: which park it, which back off and for how long, and what
+lets a parked table start again (:mod:`cdclake_merge.dispatch` decides with them).
+
+A failure no retry can fix (the bad-fraction gate, a type change the table cannot take, an
+argument the job refuses: :data:`DETERMINISTIC`) *parks* the table until a change file newer
+than the failed run's start arrives, its job definition changes, or an operator resumes it
+(``cdclake dispatch --resume``, which writes :data:`RESUMED` in the table's sidecar). Any other
+failure (a timeout, throttling, lost executors) *backs off*: the n-th failure in a row waits
+2**(n-1) backoff units from its end, at most :data:`BACKOFF_CAP_SECONDS`. The unit is
+``environment.lake.DispatchConfig.backoff_unit_seconds``: the schedule's turn, but never less
+than five minutes (its docstring says why). On the local stack, which has no Glue, a table's
+recent runs are kept in its sidecar (:data:`LOCAL_RUNS`) as Glue keeps a job's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cdclake_merge.pending import TablePaths
+from cdclake_merge.positions import ChangeFile
+from cdclake_merge.storage import FileSystem, join
+
+RUNS_LOOKED_AT = 25  # the newest runs of a job; one in progress is among them
+# Glue's run states of a run that failed (STOPPED is an operator's, not a failure).
+FAILED = frozenset({"FAILED", "ERROR", "TIMEOUT"})
+BACKOFF_CAP_SECONDS = 6 * 3600
+# What a failed run's ErrorMessage says when a retry fails the same way: the merge entry's
+# failure line (glue_jobs/merge_job.py's RunFailed, which Glue records as the run's
+# ErrorMessage, "RunFailed: cdclake merge failed: …") carries the message of cdclake_merge.job's
+# TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
+# own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
+DETERMINISTIC = (
+    ("TooManyBadRecords", re.compile(r"lines of \S+ could not be applied .*> max_bad_fraction")),
+    (
+        "SchemaChangeRejected",
+        re.compile(r"changed type from .+ to .+, which (cannot be widened|the Hudi table cannot)"),
+    ),
+    ("SchemaChangeRejected", re.compile(r"key column\(s\) .+ not in the data")),
+    ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
+    ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE or MERGE_ON_READ")),
+)
+# In the table's sidecar (the merge's state, which the dispatcher already reads): when an
+# operator last resumed the table, and, on the local stack, its recent runs.
+RESUMED = "dispatch-resumed.json"
+LOCAL_RUNS = "dispatch-runs.json"
+
+
+class Table(Protocol):
+    """Where a table's sidecar is (:class:`cdclake_merge.dispatch.Target` is one)."""
+
+    @property
+    def warehouse(self) -> str: ...
+
+    @property
+    def lake_table(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a table's merge, as Glue's ``GetJobRuns`` (or the local run log) has it."""
+
+    state: str
+    started: float  # epoch seconds
+    ended: float | None = None
+    error: str = ""
+
+    @staticmethod
+    def of(run: dict[str, Any]) -> Run:
+        started = epoch(run.get("StartedOn")) or 0.0
+        return Run(
+            state=str(run.get("JobRunState", "")),
+            started=started,
+            ended=epoch(run.get("CompletedOn")),
+            error=" ".join(str(run.get("ErrorMessage") or "").split()),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "JobRunState": self.state,
+            "StartedOn": self.started,
+            "CompletedOn": self.ended,
+            "ErrorMessage": self.error,
+        }
+
+
+def epoch(value: Any) -> float | None:
+    """A time as GetJobRuns gives it (datetime) or the local run log (epoch seconds)."""
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def deterministic_kind(error: str) -> str | None:
+    """The name of the failure a retry repeats (:data:`DETERMINISTIC`), or None."""
+    for kind, pattern in DETERMINISTIC:
+        if pattern.search(error):
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A table's failed runs since its last success: how many, and the newest of them."""
+
+    count: int
+    newest: Run
+    kind: str | None  # a deterministic failure's name; None: transient
+
+    @property
+    def at(self) -> float:
+        return self.newest.ended or self.newest.started
+
+
+def failures_of(runs: Sequence[Run]) -> Failures | None:
+    """The failed runs in a row among ``runs`` (newest first) up to a success; None when the
+    newest finished run succeeded or none finished. Runs in progress and runs stopped by hand
+    are passed over."""
+    failed: list[Run] = []
+    for run in runs:
+        if run.state in FAILED:
+            failed.append(run)
+        elif run.state == "SUCCEEDED":
+            break
+    if not failed:
+        return None
+    newest = failed[0]
+    kind = deterministic_kind(newest.error) if newest.state != "TIMEOUT" else None
+    return Failures(len(failed), newest, kind)
+
+
+def backoff_seconds(failures: int, unit_seconds: float) -> float:
+    """How long after the n-th failure in a row the next try waits: 1, 2, 4 … units."""
+    return float(min(unit_seconds * 2 ** min(failures - 1, 32), BACKOFF_CAP_SECONDS))
+
+
+def recent_runs(glue: Any, job: str) -> list[Run]:
+    """The job's newest runs, newest first (one ``GetJobRuns`` call)."""
+    runs = glue.get_job_runs(JobName=job, MaxResults=RUNS_LOOKED_AT).get("JobRuns", [])
+    return sorted((Run.of(r) for r in runs), key=lambda r: r.started, reverse=True)
+
+
+def _sidecar(table: Table) -> str:
+    return TablePaths.of(table.warehouse, table.lake_table).sidecar
+
+
+def local_runs(fs: FileSystem, table: Table) -> list[Run]:
+    """The table's recent runs on the local stack, newest first (:func:`record_local_run`)."""
+    path = join(_sidecar(table), LOCAL_RUNS)
+    if not fs.exists(path):
+        return []
+    return [Run.of(r) for r in json.loads(fs.read_text(path))]
+
+
+def record_local_run(fs: FileSystem, table: Table, run: Run) -> None:
+    """Keep a local run where the next ``cdclake dispatch --env local`` reads it, as Glue
+    keeps a job's runs: the newest :data:`RUNS_LOOKED_AT`."""
+    kept = [run, *local_runs(fs, table)][:RUNS_LOOKED_AT]
+    fs.write_text(join(_sidecar(table), LOCAL_RUNS), json.dumps([r.as_json() for r in kept]))
+
+
+def resumed_at(fs: FileSystem, table: Table) -> float | None:
+    """When an operator last resumed the table (:func:`resume`); None: never."""
+    path = join(_sidecar(table), RESUMED)
+    if not fs.exists(path):
+        return None
+    return float(json.loads(fs.read_text(path))["at"])
+
+
+def resume(fs: FileSystem, table: Table, now: float) -> None:
+    """Let a parked table start again: its next turn tries it once more, and a run that fails
+    the same way parks it again."""
+    at = dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds")
+    fs.write_text(join(_sidecar(table), RESUMED), json.dumps({"at": now, "when": at}))
+
+
+def when(at: float) -> str:
+    """``at`` (epoch seconds) as an ISO time to the second, UTC."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).isoformat(timespec="seconds")
+
+
+def held(
+    failures: Failures | None,
+    *,
+    files: Sequence[ChangeFile],
+    defined_at: float | None,
+    resumed: float | None,
+    now: float,
+    backoff_unit_seconds: float,
+    resume_command: str,
+) -> str | None:
+    """Why a failing table does not start this turn (parked, backing off), or None: it may.
+    ``files``: what waits; ``defined_at``: when its job definition last changed;
+    ``resumed``: when an operator last resumed it; ``resume_command``: named when parked."""
+    if failures is None:
+        return None
+    if failures.kind is not None:
+        newer_input = any(f.modified > failures.newest.started for f in files)
+        redefined = (defined_at or 0.0) > failures.at
+        if newer_input or redefined or (resumed or 0.0) > failures.at:
+            return None
+        return f"parked: {failures.kind} at {when(failures.at)}; resume with {resume_command}"
+    next_try = failures.at + backoff_seconds(failures.count, backoff_unit_seconds)
+    if now >= next_try:
+        return None
+    return f"backoff: {failures.count} failures, next try after {when(next_try)}"
