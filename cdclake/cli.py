@@ -422,19 +422,27 @@ def cost(
     events_per_run: Annotated[
         int, typer.Option(help="Events a table with changes has in a cycle")
     ] = 10_000,
+    events_per_hour: Annotated[
+        int, typer.Option(help="Events an hour of a table that never stops changing")
+    ] = 40_000,
     json_output: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
     config_dir: Annotated[
         Path | None, typer.Option("--config-dir", help="folder of the environment files")
     ] = None,
 ) -> None:
-    """Merge runs' DPU-hours and USD a month: the dispatcher beside a bare schedule."""
+    """Merge runs' DPU-hours and USD a month: the dispatcher beside a bare schedule, each lake
+    table's freshness objective, and the dispatcher's own turns."""
     from cdclake import cost as model
     from environment.config import load_config
 
     config = load_config(env, config_dir=config_dir)  # ConfigError: one line (cdclake.errors)
     try:
         figures = model.report(
-            config, tables=tables, active_share=active_share, events_per_run=events_per_run
+            config,
+            tables=tables,
+            active_share=active_share,
+            events_per_run=events_per_run,
+            events_per_hour=events_per_hour,
         )
     except model.CostError as exc:
         fail(str(exc), 2)
@@ -471,6 +479,31 @@ def cost(
         f"(target ≤ {model.TARGET_PROFILE_SHARE:.0%}: {met[figures.profile_target_met]})",
         highlight=False,
     )
+    out.print(
+        f"each lake table's objective, changing {figures.events_per_hour:,} events an hour "
+        "all month (* its own):",
+        highlight=False,
+    )
+    priced = Table()
+    for column in ("table", "objective", "run every", "workers", "runs", "DPU-hours", "USD"):
+        priced.add_column(column, justify="left" if column == "table" else "right")
+    for table_objectives in figures.objectives:
+        for price in table_objectives.prices:
+            own = "*" if price.freshness_minutes == table_objectives.freshness_minutes else ""
+            priced.add_row(
+                table_objectives.table, f"{price.freshness_minutes} min{own}",
+                f"{price.minutes_between_runs:.1f} min", str(price.workers),
+                f"{price.month.runs:,.0f}", f"{price.month.dpu_hours:,.1f}",
+                f"{price.month.usd:,.2f}",
+            )  # fmt: skip
+    out.print(priced)
+    for turns in (figures.turns, figures.profile_turns):
+        out.print(
+            f"dispatcher turns over {turns.tables} tables, each starting nothing: "
+            f"{turns.turns:,.0f} a month, {turns.usd:,.2f} USD (Lambda {turns.lambda_usd:,.2f}, "
+            f"S3 {turns.s3_usd:,.2f}, CloudWatch {turns.cloudwatch_usd:,.2f})",
+            highlight=False,
+        )
 
 
 def main() -> None:

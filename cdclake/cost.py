@@ -1,10 +1,17 @@
-"""What the merge runs cost a month: the dispatcher's design beside a bare schedule (issue 26).
+"""What the merge runs cost a month: the dispatcher's design beside a bare schedule (issue 26),
+each lake table's freshness objective, and the dispatcher's own turns (issue 47).
 
 A Glue run is paid per DPU-second for at least a minute. The dispatcher starts a table's run
 only in a cycle (a turn of ``lake.dispatch.schedule``) in which change files wait; a bare
 schedule starts every table's run every cycle, whether anything changed or not. This module
 turns an environment's config and a change profile into DPU-hours and USD a month for both,
 from the constants below. Pure arithmetic on the config: no AWS, no Spark.
+
+An objective's price (:func:`objective_month`): a table whose changes never stop is due about
+once per objective less an expected run (the dispatcher starts it when its oldest change would
+otherwise miss the objective), so a 5-minute table runs about twelve times as often as a
+60-minute one, each run billed at least Glue's minute. A turn's own price (:func:`turns_month`):
+a turn that starts nothing still costs its Lambda call and each table's S3 requests.
 """
 
 from __future__ import annotations
@@ -45,6 +52,36 @@ EVENTS_PER_VCPU_SECOND = BENCH_EVENTS / BENCH_SECONDS / BENCH_VCPUS
 BYTES_PER_EVENT = 3_607_260_979 / 1_000_000
 # A month of cycles: 30 days.
 MONTH_MINUTES = 30 * 24 * 60
+
+# A table whose changes never stop, priced at its objective: the profile's busy table (10,000
+# events a 15-minute cycle) all month.
+CONTINUOUS_EVENTS_PER_HOUR = 40_000
+# The objectives every lake table is also priced at, beside its own.
+COMPARED_OBJECTIVES = (5, 60)
+
+# A dispatcher turn (lambdas/dispatcher), priced at list prices, us-east-1:
+# Lambda (aws.amazon.com/lambda/pricing, x86): 0.20 USD per million requests and
+# 0.0000166667 USD per GB-second; the function has CDK's default 128 MB.
+USD_PER_LAMBDA_REQUEST = 0.20 / 1_000_000
+USD_PER_LAMBDA_GB_SECOND = 0.0000166667
+DISPATCHER_MEMORY_GB = 128 / 1024
+# Measured: a turn's seconds a table, 24.55 s for 500 tables against moto
+# (bench/results/dispatch_turn-20261128-085651.json); AWS's own latency is not in it.
+TURN_SECONDS_PER_TABLE = 0.0491  # 24.55 s / 500
+# Measured in the same turn: a table's S3 requests, 4 listings and 2 reads (the newest commit,
+# its checkpoint); its GetJob and GetJobRuns are Glue job API calls, which Glue does not bill.
+# S3 Standard (aws.amazon.com/s3/pricing): 0.005 USD per 1,000 LIST and 0.0004 USD per 1,000
+# GET requests.
+S3_LISTS_PER_TABLE = 4  # 2,000 ListObjectsV2 / 500
+S3_GETS_PER_TABLE = 2  # 1,000 GetObject / 500
+USD_PER_S3_LIST = 0.005 / 1000
+USD_PER_S3_GET = 0.0004 / 1000
+# The environment's own each turn: the heartbeat folder's listing, and PutMetricData (one per
+# 1,000 lag datapoints, one for the heartbeat age) at CloudWatch's 0.01 USD per 1,000
+# requests (aws.amazon.com/cloudwatch/pricing).
+S3_LISTS_PER_TURN = 1
+USD_PER_PUT_METRIC_DATA = 0.01 / 1000
+LAG_DATAPOINTS_PER_PUT = 1000
 
 # Targets (issue 26): an idle table costs nothing; the profile at most this share of bare.
 PROFILE_TABLES = 100
@@ -170,6 +207,125 @@ def cycle_minutes(config: EnvironmentConfig) -> int:
     return config.lake.dispatch.interval_minutes()
 
 
+@dataclass(frozen=True)
+class ObjectivePrice:
+    """A table changing all month, run at ``freshness_minutes``: its expected run, the minutes
+    between two starts, and its month."""
+
+    freshness_minutes: int
+    run_seconds: float
+    minutes_between_runs: float
+    events_per_run: int
+    workers: int
+    month: Design
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "freshness_minutes": self.freshness_minutes,
+            "run_seconds": round(self.run_seconds, 1),
+            "minutes_between_runs": round(self.minutes_between_runs, 2),
+            "events_per_run": self.events_per_run,
+            "workers": self.workers,
+            **self.month.as_dict(),
+        }
+
+
+def objective_month(
+    job: GlueJobConfig, *, freshness_minutes: int, events_per_hour: int
+) -> ObjectivePrice:
+    """One table whose ``events_per_hour`` never stop, due every ``freshness_minutes``.
+
+    A run starts when the oldest change would otherwise miss the objective, so two starts are
+    an objective less an expected run apart (``P = O - run``), and a run applies what came in
+    since the last (``events = rate * P``). With the run's seconds ``a + k * events`` (Glue's
+    start and the no-op work, then the events at the measured rate on the executors of the
+    workers an objective's events are sized to), ``run = (a + k * rate * O) / (1 + k * rate)``.
+    Each run is billed at least the minute."""
+    if events_per_hour < 0:
+        raise CostError(f"--events-per-hour {events_per_hour}: a count of events, 0 or more")
+    objective = freshness_minutes * 60.0
+    rate = events_per_hour / 3600
+    workers = dispatched_workers(job, round(rate * objective))
+    fixed = GLUE_START_SECONDS + NOOP_RUN_SECONDS
+    per_event = 1 / (EVENTS_PER_VCPU_SECOND * (workers - 1) * WORKER_VCPUS[job.worker_type])
+    run = (fixed + per_event * rate * objective) / (1 + per_event * rate)
+    period = objective - run
+    runs = MONTH_MINUTES * 60 / period
+    hours = runs * max(MINIMUM_BILLED_SECONDS, run) * workers * WORKER_DPUS[job.worker_type] / 3600
+    month = Design(runs, hours, hours * usd_per_dpu_hour(job))
+    return ObjectivePrice(freshness_minutes, run, period / 60, round(rate * period), workers, month)
+
+
+@dataclass(frozen=True)
+class TableObjectives:
+    """A lake table at its own objective and at :data:`COMPARED_OBJECTIVES`."""
+
+    table: str
+    freshness_minutes: int
+    prices: tuple[ObjectivePrice, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "freshness_minutes": self.freshness_minutes,
+            "prices": [p.as_dict() for p in self.prices],
+        }
+
+
+def objectives(config: EnvironmentConfig, *, events_per_hour: int) -> list[TableObjectives]:
+    """Each lake table changing ``events_per_hour`` all month, priced per objective."""
+    priced = []
+    for table in config.lake_tables:
+        own = config.lake.freshness_of(table)
+        job = glue_job_of(config, table)
+        prices = tuple(
+            objective_month(job, freshness_minutes=m, events_per_hour=events_per_hour)
+            for m in sorted({own, *COMPARED_OBJECTIVES})
+        )
+        priced.append(TableObjectives(table.name, own, prices))
+    return priced
+
+
+@dataclass(frozen=True)
+class Turns:
+    """The dispatcher's turns of a month over ``tables`` tables, each of them starting
+    nothing: its Lambda calls, its S3 requests and its metric puts."""
+
+    turns: float
+    tables: int
+    lambda_usd: float
+    s3_usd: float
+    cloudwatch_usd: float
+
+    @property
+    def usd(self) -> float:
+        return self.lambda_usd + self.s3_usd + self.cloudwatch_usd
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "turns": round(self.turns, 1),
+            "tables": self.tables,
+            "lambda_usd": round(self.lambda_usd, 4),
+            "s3_usd": round(self.s3_usd, 4),
+            "cloudwatch_usd": round(self.cloudwatch_usd, 4),
+            "usd": round(self.usd, 4),
+        }
+
+
+def turns_month(config: EnvironmentConfig, tables: int | None = None) -> Turns:
+    """A month of the environment's turns over its lake tables (or ``tables`` of them)."""
+    count = len(config.lake_tables) if tables is None else tables
+    turns = MONTH_MINUTES / cycle_minutes(config)
+    seconds = TURN_SECONDS_PER_TABLE * count
+    lambda_usd = turns * (
+        USD_PER_LAMBDA_REQUEST + seconds * DISPATCHER_MEMORY_GB * USD_PER_LAMBDA_GB_SECOND
+    )
+    lists = S3_LISTS_PER_TURN + S3_LISTS_PER_TABLE * count
+    s3_usd = turns * (lists * USD_PER_S3_LIST + S3_GETS_PER_TABLE * count * USD_PER_S3_GET)
+    puts = -(-count // LAG_DATAPOINTS_PER_PUT) + 1
+    return Turns(turns, count, lambda_usd, s3_usd, turns * puts * USD_PER_PUT_METRIC_DATA)
+
+
 def _check_profile(active_share: float, events_per_run: int, tables: int | None) -> None:
     if not 0.0 <= active_share <= 1.0:
         raise CostError(f"--active-share {active_share}: a share of the tables, from 0 to 1")
@@ -214,6 +370,10 @@ class Report:
     configured: Estimate
     profile: Estimate
     idle_table_dpu_hours: float
+    events_per_hour: int
+    objectives: tuple[TableObjectives, ...]
+    turns: Turns
+    profile_turns: Turns
 
     @property
     def idle_target_met(self) -> bool:
@@ -235,6 +395,11 @@ class Report:
                 "profile_share_at_most": TARGET_PROFILE_SHARE,
                 "profile_met": self.profile_target_met,
             },
+            "objectives": {
+                "events_per_hour": self.events_per_hour,
+                "tables": [t.as_dict() for t in self.objectives],
+            },
+            "turns": [self.turns.as_dict(), self.profile_turns.as_dict()],
             "constants": constants(),
         }
 
@@ -245,15 +410,28 @@ def report(
     tables: int = PROFILE_TABLES,
     active_share: float = PROFILE_ACTIVE_SHARE,
     events_per_run: int = PROFILE_EVENTS_PER_RUN,
+    events_per_hour: int = CONTINUOUS_EVENTS_PER_HOUR,
 ) -> Report:
-    """The configured tables and a ``tables``-table profile under the same change profile."""
+    """The configured tables and a ``tables``-table profile under the same change profile;
+    each lake table's objective for a table changing ``events_per_hour`` all month; the turns
+    over the configured tables and over the profile's."""
     configured = estimate(config, active_share=active_share, events_per_run=events_per_run)
     profile = estimate(
         config, active_share=active_share, events_per_run=events_per_run, tables=tables
     )
     # A table that never has changes: the dispatcher starts nothing for it.
     idle = estimate(config, active_share=0.0, events_per_run=events_per_run, tables=1)
-    return Report(config.env, cycle_minutes(config), configured, profile, idle.dispatcher.dpu_hours)
+    return Report(
+        config.env,
+        cycle_minutes(config),
+        configured,
+        profile,
+        idle.dispatcher.dpu_hours,
+        events_per_hour,
+        tuple(objectives(config, events_per_hour=events_per_hour)),
+        turns_month(config),
+        turns_month(config, tables),
+    )
 
 
 def constants() -> dict[str, float]:
@@ -266,4 +444,13 @@ def constants() -> dict[str, float]:
         "bytes_per_event": round(BYTES_PER_EVENT),
         "events_per_vcpu_second": round(EVENTS_PER_VCPU_SECOND, 1),
         "month_minutes": MONTH_MINUTES,
+        "usd_per_lambda_request": USD_PER_LAMBDA_REQUEST,
+        "usd_per_lambda_gb_second": USD_PER_LAMBDA_GB_SECOND,
+        "dispatcher_memory_gb": DISPATCHER_MEMORY_GB,
+        "turn_seconds_per_table": TURN_SECONDS_PER_TABLE,
+        "s3_lists_per_table": S3_LISTS_PER_TABLE,
+        "s3_gets_per_table": S3_GETS_PER_TABLE,
+        "usd_per_s3_list": USD_PER_S3_LIST,
+        "usd_per_s3_get": USD_PER_S3_GET,
+        "usd_per_put_metric_data": USD_PER_PUT_METRIC_DATA,
     }

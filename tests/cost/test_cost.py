@@ -16,6 +16,7 @@ from tests.cost.cost_helpers import (
     configs,
     initial_load_run,
     run_cost,
+    with_schedule,
 )
 
 
@@ -143,6 +144,15 @@ def test_cost_cli_json_has_fields(cli_json: dict[str, Any]) -> None:
         "profile_met": True,
     }
     assert cli_json["constants"]["minimum_billed_seconds"] == 60.0
+    assert cli_json["objectives"]["events_per_hour"] == 40_000
+    customers = cli_json["objectives"]["tables"][0]
+    assert (customers["table"], customers["freshness_minutes"]) == ("public.customers", 60)
+    assert [p["freshness_minutes"] for p in customers["prices"]] == [5, 60]
+    assert set(customers["prices"][0]) == {
+        *("freshness_minutes", "run_seconds", "minutes_between_runs", "events_per_run"),
+        *("workers", "runs", "dpu_hours", "usd"),
+    }
+    assert [t["tables"] for t in cli_json["turns"]] == [3, 100]
 
 
 @pytest.mark.parametrize(
@@ -151,6 +161,7 @@ def test_cost_cli_json_has_fields(cli_json: dict[str, Any]) -> None:
         ("--active-share", "1.5", "--active-share 1.5: a share of the tables"),
         ("--tables", "0", "--tables 0: at least one table"),
         ("--events-per-run", "-1", "--events-per-run -1: a count of events"),
+        ("--events-per-hour", "-1", "--events-per-hour -1: a count of events"),
     ],
 )
 def test_cost_cli_bad_option_one_line(option: str, value: str, says: str) -> None:
@@ -212,13 +223,97 @@ def test_report_constants_listed(prod_report: dict[str, Any]) -> None:
         "bytes_per_event": 3607,
         "events_per_vcpu_second": 241.4,
         "month_minutes": 43_200,
+        "usd_per_lambda_request": 0.20 / 1_000_000,
+        "usd_per_lambda_gb_second": 0.0000166667,
+        "dispatcher_memory_gb": 0.125,
+        "turn_seconds_per_table": 0.0491,
+        "s3_lists_per_table": 4.0,
+        "s3_gets_per_table": 2.0,
+        "usd_per_s3_list": 0.005 / 1000,
+        "usd_per_s3_get": 0.0004 / 1000,
+        "usd_per_put_metric_data": 0.01 / 1000,
     }
+
+
+# --- the objective's price and the turns' own (issue 47 item 3) ---------------------------------
+
+# A run that applies nothing: Glue's start and the no-op work, billed the minute.
+IDLE_RUN_SECONDS = 30.0 + 0.47
+
+
+@pytest.mark.parametrize(("minutes", "runs"), [(5, 2_592_000 / 269.53), (60, 2_592_000 / 3569.53)])
+def test_objective_month_run_every_objective_less_a_run_billed_the_minute(
+    environments: dict[str, EnvironmentConfig], minutes: int, runs: float
+) -> None:
+    job = environments["prod"].lake.glue_job  # 2 x G.2X at least: 4 DPU
+    price = cost.objective_month(job, freshness_minutes=minutes, events_per_hour=0)
+    assert price.run_seconds == pytest.approx(IDLE_RUN_SECONDS)
+    assert price.minutes_between_runs == pytest.approx((minutes * 60 - IDLE_RUN_SECONDS) / 60)
+    assert price.month.runs == pytest.approx(runs)
+    assert price.month.dpu_hours == pytest.approx(runs * 60 * 4 / 3600)
+    assert price.month.usd == pytest.approx(runs * 60 * 4 / 3600 * 0.44)
+
+
+def test_objective_month_five_minutes_costs_more_than_sixty_at_the_same_changes(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    job = environments["prod"].lake.glue_job
+    five, sixty = (
+        cost.objective_month(job, freshness_minutes=m, events_per_hour=40_000) for m in (5, 60)
+    )
+    # Both runs are short (2 x G.2X: one executor of 8 vCPUs), each billed at least the minute.
+    per_event = 1 / (cost.EVENTS_PER_VCPU_SECOND * 8)
+    rate = 40_000 / 3600
+    for price, objective in ((five, 300), (sixty, 3600)):
+        run = (IDLE_RUN_SECONDS + per_event * rate * objective) / (1 + per_event * rate)
+        assert price.run_seconds == pytest.approx(run)
+        assert price.events_per_run == round(rate * (objective - run))
+        assert price.month.runs == pytest.approx(2_592_000 / (objective - run))
+        billed = max(run, 60.0)
+        assert price.month.dpu_hours == pytest.approx(price.month.runs * billed * 4 / 3600)
+    assert five.month.usd == pytest.approx(283.71, abs=0.01)
+    assert sixty.month.usd == pytest.approx(21.42, abs=0.01)
+
+
+def test_objectives_each_lake_table_at_its_own_and_the_compared(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    priced = cost.objectives(environments["prod"], events_per_hour=40_000)
+    assert [(t.table, t.freshness_minutes) for t in priced] == [
+        ("public.customers", 60),
+        ("public.orders", 60),
+        ("public.order_lines", 60),
+    ]
+    assert [p.freshness_minutes for p in priced[0].prices] == [5, 60]
+
+
+def test_turns_month_prod_each_turn_a_call_and_each_tables_requests(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    # prod: a turn every 15 min (2,880 a month) over 3 lake tables, each 4 LIST and 2 GET,
+    # with the heartbeat's LIST; 2 PutMetricData (the lags, the heartbeat age).
+    turns = cost.turns_month(environments["prod"])
+    assert (turns.turns, turns.tables) == (2880, 3)
+    assert turns.lambda_usd == pytest.approx(2880 * (0.2e-6 + 3 * 0.0491 * 0.125 * 0.0000166667))
+    assert turns.s3_usd == pytest.approx(2880 * (13 * 0.005e-3 + 6 * 0.0004e-3))
+    assert turns.cloudwatch_usd == pytest.approx(2880 * 2 * 0.01e-3)
+    assert turns.usd == pytest.approx(turns.lambda_usd + turns.s3_usd + turns.cloudwatch_usd)
+
+
+def test_turns_month_one_minute_turns_cost_fifteen_times_prods(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    prod = environments["prod"]
+    every_minute = cost.turns_month(with_schedule(prod, "rate(1 minute)"), 100)
+    assert every_minute.turns == 43_200
+    assert every_minute.usd == pytest.approx(15 * cost.turns_month(prod, 100).usd)
 
 
 def test_report_targets_missed_when_idle_tables_cost() -> None:
     design = cost.Design(1.0, 1.0, 1.0)
     profile = cost.Estimate("profile", 1, 0.1, 1, dispatcher=design, bare_schedule=design)
-    missed = cost.Report("x", 15, profile, profile, idle_table_dpu_hours=0.5)
+    turns = cost.Turns(0.0, 0, 0.0, 0.0, 0.0)
+    missed = cost.Report("x", 15, profile, profile, 0.5, 0, (), turns, turns)
     assert (missed.idle_target_met, missed.profile_target_met) == (False, False)
 
 
