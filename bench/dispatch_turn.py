@@ -23,8 +23,8 @@ import argparse
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -44,29 +44,6 @@ BUDGET = 20  # prod's lake.dispatch.max_concurrent_runs
 TARGET_SECONDS = 60.0
 WAITING_EVERY = 10  # one table in ten has a change file waiting
 SETUP_THREADS = 8
-
-
-@contextmanager
-def moto_server() -> Iterator[str]:
-    """moto's server in a process of its own on 127.0.0.1; its endpoint."""
-    from cdclake.local.processes import free_port, port_open
-
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_open(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the moto server did not start")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def clients(endpoint: str) -> tuple[Any, Any]:
@@ -206,7 +183,13 @@ def aws_environment(endpoint: str) -> Iterator[None]:
 
 def bench(tables: int, commits: int) -> dict[str, Any]:
     """The figures of one turn over ``tables`` tables with ``commits`` commits each."""
-    with moto_server() as endpoint, aws_environment(endpoint):
+    from cdclake.local.processes import moto_server
+
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-dispatch-") as scratch,
+        moto_server(Path(scratch) / "moto.log") as endpoint,
+        aws_environment(endpoint),
+    ):
         setup = make_world(endpoint, tables, commits)
         result = turn(endpoint)
     decisions = result["decisions"]

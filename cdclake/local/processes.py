@@ -265,3 +265,28 @@ def port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_moto(port: int, *, log: Path, env: Mapping[str, str] | None = None) -> Tracked:
+    """moto's server (``python -m moto.server``) on ``port`` of 127.0.0.1, once it listens."""
+    import sys
+
+    proc = spawn(
+        "moto",
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        log=log,
+        env=env,
+    )
+    wait_for("moto", lambda: port_open(port), timeout=60, proc=proc)
+    return proc
+
+
+@contextlib.contextmanager
+def moto_server(log: Path) -> Iterator[str]:
+    """A moto server of its own on a free port (its endpoint), stopped by PID when done."""
+    port = free_port()
+    proc = start_moto(port, log=log)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -210,23 +209,9 @@ class LocalStack:
         return self.root / "logs" / f"{name}.log"
 
     def _start_moto(self, state: State) -> Tracked:
-        port = state.ports["moto"]
-        proc = processes.spawn(
-            "moto",
-            [
-                sys.executable,
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                str(port),
-            ],
-            log=self.log_path("moto"),
-            env={**os.environ, **AWS_ENV},
+        return processes.start_moto(
+            state.ports["moto"], log=self.log_path("moto"), env={**os.environ, **AWS_ENV}
         )
-        processes.wait_for("moto", lambda: processes.port_open(port), timeout=60, proc=proc)
-        return proc
 
     def s3_client(self, state: State | None = None) -> Any:
         state = state or self.load_state()

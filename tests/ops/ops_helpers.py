@@ -24,25 +24,15 @@ MOTO_ACCOUNT = "123456789012"  # the account moto answers for
 
 @contextmanager
 def moto_server(log: Path) -> Iterator[str]:
-    """``python -m moto.server`` on a free port of 127.0.0.1, stopped by PID when done."""
-    port = processes.free_port()
-    proc = processes.spawn(
-        "moto",
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        log=log,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_for("moto", lambda: processes.port_open(port), timeout=60, proc=proc)
-        # Glue job runs reach their final state when first described.
+    """moto's server by PID (cdclake.local.processes), its Glue job runs reaching their final
+    state when first described."""
+    with processes.moto_server(log) as endpoint:
         requests.post(
             f"{endpoint}/moto-api/state-manager/set-transition",
             json={"model_name": "glue::job_run", "transition": {"progression": "immediate"}},
             timeout=10,
         ).raise_for_status()
         yield endpoint
-    finally:
-        processes.stop(proc)
 
 
 def upload_tree(s3: Any, folder: Path, bucket: str, prefix: str) -> list[str]:
