@@ -7,7 +7,11 @@ The lag alarm's period is the table's freshness objective: a period without any 
 means nothing could read the table in that time (the dispatcher is stopped or failing, the
 table unreadable) and counts as breaching, like a lag over the objective. A table that never
 received a change file reports 0 (nothing waits), so a new or empty table does not page.
-Quarantined lines are events: any in five minutes alarms, silence is fine.
+Quarantined lines are events: any in five minutes alarms, silence is fine. A change file
+waiting unapplied for half of ``lake.change_file_expiration_days`` pages again on its own alarm
+(``expiring``), whatever the freshness alarm's state: the bucket's lifecycle deletes a change
+file at that age whether it was applied or not, so what pages then is data about to be lost
+(``cdclake doctor`` fails its check from the same point).
 
 A table's lag is 0 whenever none of its change files waits, so a stopped Debezium source or S3
 sink shows in no lag. The capture's heartbeat does (``cdclake_merge.heartbeat``): the dispatcher
@@ -38,6 +42,10 @@ QUARANTINE_PERIOD = cdk.Duration.minutes(5)
 GRAPH_PERIOD = cdk.Duration.minutes(5)
 # Longer than any dispatch schedule's interval: a turn that keeps failing keeps the alarm on.
 DISPATCHER_ERROR_PERIOD = cdk.Duration.hours(1)
+EXPIRY_PERIOD = cdk.Duration.hours(1)
+# The share of the change files' life a waiting file may reach before its alarm pages (the
+# doctor's check fails from the same share).
+EXPIRY_WARNING_SHARE = 0.5
 
 
 def lake_metric(
@@ -82,17 +90,20 @@ class LakeAlarms(Construct):
         #: Minutes each table may lag its source (its objective from config).
         self.freshness_minutes = {t.name: config.freshness_of(t) for t in tables}
         self.lag: dict[str, cloudwatch.Alarm] = {}
+        #: Per table: a change file waiting past the share of its life (missing data is the
+        #: lag alarm's to page).
+        self.expiring: dict[str, cloudwatch.Alarm] = {}
         self.quarantined: dict[str, cloudwatch.Alarm] = {}
+        expiry_days = config.change_file_expiration_days * EXPIRY_WARNING_SHARE
         for table in tables:
             minutes = self.freshness_minutes[table.name]
             construct_name = "".join(p.title() for p in table.lake_table_name.split("_"))
-            self.lag[table.name] = cloudwatch.Alarm(
+            self.lag[table.name] = _age_alarm(
                 self,
                 f"Lag{construct_name}",
-                alarm_description=(
+                description=(
                     f"{table.name}: the lake lags its source by more than {minutes} min, or no lag "
-                    f"was reported in {minutes} min. See docs/operations.md"
-                    "#metrics-alarms-and-the-dashboard"
+                    f"was reported in {minutes} min."
                 ),
                 metric=lake_metric(
                     metrics.LAG,
@@ -101,10 +112,26 @@ class LakeAlarms(Construct):
                     statistic="Maximum",
                     period=cdk.Duration.minutes(minutes),
                 ),
-                threshold=minutes * 60,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                seconds=minutes * 60,
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            )
+            self.expiring[table.name] = _age_alarm(
+                self,
+                f"ChangeFilesExpiring{construct_name}",
+                description=(
+                    f"{table.name}: a change file has waited unapplied for more than "
+                    f"{expiry_days:g} days; the bucket deletes change files after "
+                    f"{config.change_file_expiration_days} days, applied or not."
+                ),
+                metric=lake_metric(
+                    metrics.LAG,
+                    environment=environment,
+                    table=table.name,
+                    statistic="Maximum",
+                    period=EXPIRY_PERIOD,
+                ),
+                seconds=int(expiry_days * 86400),
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             self.quarantined[table.name] = cloudwatch.Alarm(
                 self,
@@ -143,6 +170,7 @@ class LakeAlarms(Construct):
         heartbeat = [self.heartbeat] if self.heartbeat is not None else []
         for alarm in (
             *self.lag.values(),
+            *self.expiring.values(),
             *self.quarantined.values(),
             self.dispatcher_errors,
             *heartbeat,
@@ -153,14 +181,13 @@ class LakeAlarms(Construct):
     def _heartbeat(self, environment: str) -> cloudwatch.Alarm:
         """The capture's newest heartbeat older than the strictest objective of its tables."""
         minutes = min(self.freshness_minutes.values())
-        return cloudwatch.Alarm(
+        return _age_alarm(
             self,
             "CaptureHeartbeat",
-            alarm_description=(
+            description=(
                 f"The lake capture delivered no heartbeat change file in {minutes} min (the "
                 "smallest freshness objective of its tables): its Debezium source or S3 sink is "
-                "stopped or failing, or the dispatcher reported no heartbeat age. See "
-                "docs/operations.md#metrics-alarms-and-the-dashboard"
+                "stopped or failing, or the dispatcher reported no heartbeat age."
             ),
             metric=lake_metric(
                 metrics.HEARTBEAT_AGE,
@@ -169,8 +196,28 @@ class LakeAlarms(Construct):
                 statistic="Maximum",
                 period=cdk.Duration.minutes(minutes),
             ),
-            threshold=minutes * 60,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            seconds=minutes * 60,
+            missing=cloudwatch.TreatMissingData.BREACHING,
         )
+
+
+def _age_alarm(
+    scope: Construct,
+    construct_id: str,
+    *,
+    description: str,
+    metric: cloudwatch.Metric,
+    seconds: int,
+    missing: cloudwatch.TreatMissingData,
+) -> cloudwatch.Alarm:
+    """An age metric (seconds) above ``seconds`` in one period of ``metric``."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_description=f"{description} See docs/operations.md#metrics-alarms-and-the-dashboard",
+        metric=metric,
+        threshold=seconds,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=1,
+        treat_missing_data=missing,
+    )

@@ -27,10 +27,13 @@ def dev(dev_synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return dict(dev_synth.template("operations"))
 
 
-def _alarms(template: dict[str, Any], metric: str) -> dict[str, dict[str, Any]]:
-    """Alarms on a CdcLake metric, by their Table dimension."""
+def _alarms(template: dict[str, Any], metric: str, kind: str = "") -> dict[str, dict[str, Any]]:
+    """Alarms on a CdcLake metric, by their Table dimension; ``kind``: only the lake alarms of
+    that construct name (``Lag``, ``ChangeFilesExpiring``: both watch LagSeconds)."""
     found = {}
-    for alarm in resources(template, "AWS::CloudWatch::Alarm").values():
+    for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
+        if kind and f"Alarms{kind}" not in logical_id:
+            continue
         if (alarm["Namespace"], alarm["MetricName"]) == ("CdcLake", metric):
             dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
             found[dims["Table"]] = {**alarm, "dims": dims}
@@ -75,7 +78,7 @@ def _annotations(template: dict[str, Any], title: str) -> list[float]:
 
 def test_operations_lag_alarm_per_lake_table_at_its_objective(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
     config = dev_synth.config
-    alarms = _alarms(dev, "LagSeconds")
+    alarms = _alarms(dev, "LagSeconds", "Lag")
     assert sorted(alarms) == sorted(t.name for t in config.lake_tables)
     for table in config.lake_tables:
         alarm = alarms[table.name]
@@ -92,7 +95,25 @@ def test_operations_lag_alarm_per_lake_table_at_its_objective(dev_synth, dev) ->
 
 def test_operations_lag_alarm_missing_data_breaches(dev) -> None:  # type: ignore[no-untyped-def]
     # A table whose merge job never runs reports no lag at all: that is stale too.
-    assert {a["TreatMissingData"] for a in _alarms(dev, "LagSeconds").values()} == {"breaching"}
+    assert {a["TreatMissingData"] for a in _alarms(dev, "LagSeconds", "Lag").values()} == {"breaching"}
+
+
+def test_operations_change_files_expiring_alarm_per_lake_table_at_half_their_life(  # type: ignore[no-untyped-def]
+    dev_synth, dev
+) -> None:
+    config = dev_synth.config
+    alarms = _alarms(dev, "LagSeconds", "ChangeFilesExpiring")
+    assert sorted(alarms) == sorted(t.name for t in config.lake_tables)
+    half_life = config.lake.change_file_expiration_days * 86400 // 2
+    for alarm in alarms.values():
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["Period"]) == (
+            "Maximum",
+            half_life,
+            3600,
+        )
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        # Missing lag is the freshness alarm's page; this one pages on an old file alone.
+        assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_operations_quarantine_alarm_on_any_line(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
@@ -191,7 +212,7 @@ def test_operations_table_freshness_overrides_lake_default() -> None:
         dispatcher=lambda_.Function.from_function_name(stack, "Dispatcher", "dispatcher"),
         topic=sns.Topic(stack, "Topic"),
     )
-    lag = _alarms(dict(Template.from_stack(stack).to_json()), "LagSeconds")
+    lag = _alarms(dict(Template.from_stack(stack).to_json()), "LagSeconds", "Lag")
     assert lag["public.orders"]["Threshold"] == 15 * 60
     assert lag["public.customers"]["Threshold"] == 120 * 60
 
