@@ -59,9 +59,11 @@ from environment.replication import bootstrap_spec
 from lambdas.bootstrap.sql import (
     BootstrapResult,
     BootstrapSpec,
+    await_new_slot_holders,
     bootstrap,
-    publication_tables,
+    joining_tables,
     signal_incremental_snapshot,
+    slot_holders,
 )
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
@@ -282,7 +284,7 @@ class LocalStack:
         conn.close()
         return True
 
-    def _bootstrap(self, state: State) -> BootstrapResult:
+    def _bootstrap(self, state: State, *, joinable: list[str] | None = None) -> BootstrapResult:
         with self.connect(state, database="postgres") as admin:
             name = self.config.database.name
             if not admin.run("SELECT 1 FROM pg_database WHERE datname = :d", d=name):
@@ -291,7 +293,7 @@ class LocalStack:
         works = self._password_works(state, user, password)
         with self.connect(state) as conn:
             spec = BootstrapSpec.from_dict(bootstrap_spec(self.config))
-            return bootstrap(conn, spec, password=password, password_works=works)
+            return bootstrap(conn, spec, password=password, password_works=works, joinable=joinable)
 
     def apply_connectors(self, state: State) -> dict[str, dict[str, str]]:
         """PUT every connector's config (creates or updates), and keep a copy for reading."""
@@ -375,36 +377,42 @@ class LocalStack:
 
         Rows written before a table joined the publication were never published: an
         incremental snapshot (a row in Debezium's signal table) reads them, interleaved with
-        streamed changes by Debezium's watermarking.
+        streamed changes by Debezium's watermarking. As the Lambda's Reconcile does, the
+        capture is restarted before its tables join, and signalled once a task started after
+        the restart reads the slot (``await_new_slot_holders`` says why).
         """
         state = self.load_state()
         if state is None:
             raise StackError("the local stack is not up")
-        publication = self.config.database.replication.publication
-        with self.connect(state) as conn:
-            before = publication_tables(conn, publication) or set()
-        result = self._bootstrap(state)
-        lake = {t.name for t in self.config.lake_tables}
-        joined = sorted(t for t in result.published_tables if t in lake and t not in before)
+        replication = self.config.database.replication
         connect = state.processes.get("connect")
         connect_running = connect is not None and processes.is_running(connect)
         if connect_running:
             self.apply_connectors(state)
+        lake = {t.name for t in self.config.lake_tables}
+        with self.connect(state) as conn:
+            joining = joining_tables(conn, BootstrapSpec.from_dict(bootstrap_spec(self.config)))
+            holders = slot_holders(conn, [replication.slot])
+        if connect_running and any(t in lake for t in joining):
+            # With the worker down there is no old task: the next `up` starts one, which loads
+            # the schemas and then reads the signal.
+            ConnectClient(self.endpoints(state).connect_url).restart(
+                connector_name(self.config, "debezium-source")
+            )
+            with self.connect(state) as conn:
+                stale = await_new_slot_holders(conn, holders, timeout=120)
+            if stale:
+                raise StackError(
+                    f"slot {', '.join(stale)} not taken by a restarted task within 120s: "
+                    "nothing joined the publication; run reconcile again"
+                )
+            self.wait_running(state, timeout=120)
+        result = self._bootstrap(state, joinable=joining)
+        joined = sorted(t for t in result.joined_tables if t in lake)
         signal_id = None
         if joined:
-            # Debezium 2.7 skips an incremental snapshot of a table it holds no schema for, and
-            # it reads the schemas of the included tables when its task starts: restart it
-            # first (on MSK Connect the connector update of the same deploy does this). With
-            # the worker down, the next `up` starts the task, which then reads the signal.
-            if connect_running:
-                client = ConnectClient(self.endpoints(state).connect_url)
-                client.restart(connector_name(self.config, "debezium-source"))
-                time.sleep(2)
-                self.wait_running(state, timeout=120)
             with self.connect(state) as conn:
-                signal_id = signal_incremental_snapshot(
-                    conn, self.config.database.replication.signal_table, joined
-                )
+                signal_id = signal_incremental_snapshot(conn, replication.signal_table, joined)
         return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
 
     # -- crash -------------------------------------------------------------------------

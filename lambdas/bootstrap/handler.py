@@ -12,7 +12,14 @@ properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the 
 migrations created a table the first run reported as missing; a schedule does the same hourly.
 pgoutput never publishes rows written before a table joined the publication, so a Reconcile
 that adds tables also signals an incremental snapshot of them, to the signal table of each
-capture that carries them (lake, fanout).
+capture that carries them (lake, fanout). Debezium 2.7 skips a snapshot of a table it holds no
+schema for, and a running task learns a table created after it started only from the table's
+first streamed change: so the Reconcile first restarts each capture carrying a joining table
+(``CAPTURES``: the MSK Connect connector by its fixed name, RestartConnector; Debezium Server's
+ECS service, a new deployment), waits until a task started since reads the capture's slot (it
+loaded the tables' schemas on the way), and only then lets the tables join and signals them.
+A capture not restarted in time fails the run before anything joined: Lambda retries it, then
+keeps it in the dead-letter queue, whose alarm pages, and the next run tries again.
 Every run publishes ``MissingTables`` (namespace ``CdcLake``, dimension ``Environment`` =
 ``METRICS_ENVIRONMENT``, as the dispatcher's): the configured tables the database does not have
 yet, which therefore are not captured.
@@ -34,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -43,10 +51,13 @@ from pg8000.native import Connection, DatabaseError, InterfaceError
 
 from lambdas.bootstrap.sql import (
     BootstrapSpec,
+    await_new_slot_holders,
     bootstrap,
+    joining_tables,
     publication_tables,
     signal_incremental_snapshot,
     signal_joined_tables,
+    slot_holders,
     teardown,
 )
 
@@ -55,6 +66,9 @@ logger = Logger()
 # POWERTOOLS_SERVICE_NAME (the logger's) from adding one.
 metrics = Metrics(namespace="CdcLake", service="")
 SNAPSHOT_SIGNAL = "Custom::SnapshotSignal"
+# How long a Reconcile waits for restarted captures to read their slots again: MSK Connect's
+# restart and a new ECS task each take minutes; the function's timeout leaves room after it.
+RESTART_WAIT_SECONDS = 600.0
 
 
 def read_secret(arn: str) -> dict[str, Any]:
@@ -109,6 +123,70 @@ def _can_login(secret: dict[str, Any], database: str) -> bool:
     return True
 
 
+class CapturesNotRestarted(RuntimeError):
+    """A capture carrying joining tables was not restarted; nothing joined the publication."""
+
+
+def captures_of(spec: BootstrapSpec, tables: Sequence[str]) -> list[dict[str, str]]:
+    """The captures (``CAPTURES``) whose signal tables carry any of ``tables``."""
+    carried = {s for t in spec.tables if t.name in tables for s in t.signal_tables}
+    captures: list[dict[str, str]] = json.loads(os.environ.get("CAPTURES", "[]"))
+    return [c for c in captures if c["signal_table"] in carried]
+
+
+def restart_captures(captures: Sequence[dict[str, str]]) -> None:
+    """Restart each MSK Connect connector (found by its fixed name: its ARN changes when it is
+    replaced) with its tasks, and give each ECS service a new deployment."""
+    import boto3  # in the Lambda runtime; imported lazily so tests need no AWS config
+
+    for capture in captures:
+        if "connector" in capture:
+            client = boto3.client("kafkaconnect")
+            name = capture["connector"]
+            arns = [
+                c["connectorArn"]
+                for page in client.get_paginator("list_connectors").paginate(
+                    connectorNamePrefix=name
+                )
+                for c in page["connectors"]
+                if c["connectorName"] == name and c["connectorState"] != "DELETING"
+            ]
+            if not arns:
+                raise CapturesNotRestarted(f"connector {name} not found")
+            client.restart_connector(connectorArn=arns[0])
+        else:
+            boto3.client("ecs").update_service(
+                cluster=capture["cluster"], service=capture["service"], forceNewDeployment=True
+            )
+        logger.info("capture restarted for joining tables", extra={"slot": capture["slot"]})
+
+
+def _restart_for_joining(
+    conn: Connection, spec: BootstrapSpec, restart: Callable[[Sequence[dict[str, str]]], None]
+) -> list[str]:
+    """Restart the captures of the tables that would join now and wait until a new task reads
+    each one's slot; the tables, which may then join. Raises when a capture was not restarted.
+
+    The order matters: the old task streams until the new one takes the slot, and a signal it
+    read would be skipped (no schema) and committed past. So the signal comes after the new task
+    holds the slot, and the tables join after it loaded their schemas (it reads them from the
+    catalog, publication or not), so their first change already finds one.
+    """
+    joining = joining_tables(conn, spec)
+    captures = captures_of(spec, joining)
+    if not captures:
+        return joining
+    holders = slot_holders(conn, [c["slot"] for c in captures])
+    restart(captures)
+    stale = await_new_slot_holders(conn, holders, timeout=RESTART_WAIT_SECONDS)
+    if stale:
+        raise CapturesNotRestarted(
+            f"no restarted task reads slot {', '.join(stale)} after {RESTART_WAIT_SECONDS:.0f}s;"
+            f" {', '.join(joining)} not joined, the next run tries again"
+        )
+    return joining
+
+
 def _physical_id(props: dict[str, Any]) -> str:
     return f"{props['Database']}/{json.loads(props['Spec'])['publication']}"
 
@@ -118,7 +196,9 @@ def _run(
     *,
     removed_tables: list[str],
     signal_joined: bool = False,
+    joinable: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The bootstrap; with ``signal_joined`` (a Reconcile), captures restarted first."""
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
     database = props["Database"]
     master = read_secret(props["MasterSecretArn"])
@@ -127,12 +207,15 @@ def _run(
     works = _can_login(login, database)
     conn = connect(master, database)
     try:
+        if signal_joined:
+            joinable = _restart_for_joining(conn, spec, restart_captures)
         result = bootstrap(
             conn,
             spec,
             password=replication["password"],
             password_works=works,
             removed_tables=removed_tables,
+            joinable=joinable,
         )
         signals = (
             signal_joined_tables(conn, spec, result.joined_tables)
@@ -178,7 +261,8 @@ def create(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def reconcile(props: dict[str, Any]) -> dict[str, Any]:
-    """Same as create, and tables that joined the publication are signalled for a snapshot.
+    """Same as create, and tables that joined the publication are signalled for a snapshot,
+    once the captures carrying them were restarted (the module's docstring says why).
 
     A CloudFormation create or update does not signal: on a deploy the connectors may not yet
     include a new table (the capture stack's ``Custom::SnapshotSignal`` signals after them).
@@ -188,11 +272,18 @@ def reconcile(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def update(props: dict[str, Any], old_props: dict[str, Any]) -> dict[str, Any]:
-    """Same as create, and SELECT is revoked on tables that left the configuration."""
-    new = {t["name"] for t in json.loads(props["Spec"])["tables"]}
+    """Same as create, and SELECT is revoked on tables that left the configuration.
+
+    Only tables this update adds may join an existing publication: the capture stack's
+    ``Custom::SnapshotSignal`` signals those after the connectors restarted with them. A
+    configured table created since the last Reconcile waits for the next one, which restarts
+    its capture before signalling it; joined here, nothing would signal it.
+    """
+    new = [t["name"] for t in json.loads(props["Spec"])["tables"]]
     old = [t["name"] for t in json.loads(old_props.get("Spec", '{"tables": []}'))["tables"]]
     removed = [name for name in old if name not in new]
-    return _run(props, removed_tables=removed)
+    added = [name for name in new if name not in old]
+    return _run(props, removed_tables=removed, joinable=added)
 
 
 def delete(props: dict[str, Any], physical_id: str) -> dict[str, Any]:

@@ -8,8 +8,9 @@ logs or returns a password.
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -262,12 +263,17 @@ def bootstrap(
     password: str,
     password_works: bool,
     removed_tables: Sequence[str] = (),
+    joinable: Collection[str] | None = None,
 ) -> BootstrapResult:
     """Make the database match ``spec`` in one transaction.
 
     ``password_works`` says whether the replication user can already log in with
     ``password`` (checked by the caller on its own connection); the password is only set when
     the role is new or the check failed, so a rotated password is never overwritten.
+
+    ``joinable``, when given, bounds which tables may join an existing publication: the ones
+    whose captures were restarted for them (:func:`joining_tables`). A table created since
+    stays out until a later run restarts its capture first.
     """
     result = BootstrapResult()
     conn.run("BEGIN")
@@ -305,6 +311,8 @@ def bootstrap(
             ):
                 result.replica_identity_changed.append(table.name)
 
+        if before is not None and joinable is not None:
+            present = [t for t in present if t in before or t in joinable]
         result.published_tables = [*present, *spec.cdc_tables]
         result.publication_changed = sync_publication(
             conn, spec.publication, result.published_tables
@@ -351,6 +359,54 @@ def signal_joined_tables(
         signal_table: signal_incremental_snapshot(conn, signal_table, names)
         for signal_table, names in by_signal.items()
     }
+
+
+def joining_tables(conn: Connection, spec: BootstrapSpec) -> list[str]:
+    """Configured tables that exist and would join the existing publication now (none when
+    there is no publication yet: the connectors' initial snapshot reads every table)."""
+    before = publication_tables(conn, spec.publication)
+    if before is None:
+        return []
+    present = existing_tables(conn, [t.name for t in spec.tables])
+    return [t for t in present if t not in before]
+
+
+def slot_holders(conn: Connection, slots: Sequence[str]) -> dict[str, int | None]:
+    """The backend PID reading each of ``slots`` that exists (None: nobody reads it now).
+
+    A slot not created yet is left out: its capture has never streamed, and loads every
+    included table's schema when it first does."""
+    rows = conn.run(
+        "SELECT slot_name, active_pid FROM pg_replication_slots "
+        "WHERE slot_name = ANY(CAST(:s AS text[]))",
+        s=list(slots),
+    )
+    return {r[0]: r[1] for r in rows}
+
+
+def await_new_slot_holders(
+    conn: Connection,
+    before: Mapping[str, int | None],
+    *,
+    timeout: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Wait until another backend than in ``before`` reads each slot; the slots that were not
+    taken over within ``timeout`` seconds (empty when all were).
+
+    A capture restarted for a table is only known to hold the table's schema once a task
+    started after the restart reads its slot: Debezium 2.7 loads the included tables' schemas
+    when it starts streaming, right after it takes the slot and before it reads a change, and
+    skips an incremental snapshot of a table it holds no schema for. The old task, until then,
+    still streams and could read a signal, skip the snapshot and commit past it.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        now = slot_holders(conn, list(before))
+        waiting = [s for s, pid in now.items() if pid is None or pid == before[s]]
+        if not waiting or time.monotonic() >= deadline:
+            return waiting
+        sleep(1.0)
 
 
 def inactive_slots(conn: Connection, slots: Sequence[str]) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import struct
+import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,8 @@ wal_level = logical
 max_replication_slots = 10
 max_wal_senders = 10
 """
-HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
+# Replication connections match no database "all": pg_recvlogical stands in for a capture's task.
+HBA = "local all postgres trust\nlocal replication postgres trust\nlocal all all scram-sha-256\n"
 LAKE_SIGNAL = "cdclake.debezium_signal"
 FANOUT_SIGNAL = "cdclake.debezium_signal_fanout"
 LAKE = (LAKE_SIGNAL,)
@@ -312,3 +315,63 @@ def changes(conn: Connection, slot: str, publication: str) -> list[tuple[str, st
                 (oid,) = struct.unpack_from(">I", data, 6 + 4 * i)
                 seen.append(("T", relations[oid]))
     return seen
+
+
+class SlotReader:
+    """A capture's task as PostgreSQL sees it: ``pg_recvlogical`` streaming a pgoutput slot
+    of the database (the slot is created if missing). ``start``/``stop`` are a restart."""
+
+    def __init__(self, database: Database, slot: str) -> None:
+        self.database, self.slot = database, slot
+        self.proc: subprocess.Popen[bytes] | None = None
+        if not database.owner.run(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = :s", s=slot
+        ):
+            database.owner.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
+
+    def holder(self) -> int | None:
+        rows = self.database.owner.run(
+            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = :s", s=self.slot
+        )
+        return rows[0][0] if rows else None
+
+    def start(self) -> None:
+        """Start streaming; returns once the slot is read (by a backend of this reader)."""
+        folder, port = self.database.socket_path.rsplit("/.s.PGSQL.", 1)
+        dsn = f"host={folder} port={port} user=postgres dbname={self.database.name}"
+        self.proc = subprocess.Popen(
+            [
+                "pg_recvlogical",
+                "-d",
+                dsn,
+                "--slot",
+                self.slot,
+                "--start",
+                "-f",
+                "/dev/null",
+                "-o",
+                "proto_version=1",
+                "-o",
+                f"publication_names={self.database.publication}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):
+            if self.holder() is not None:
+                return
+            assert self.proc.poll() is None, "pg_recvlogical exited"
+            time.sleep(0.05)
+        raise AssertionError(f"pg_recvlogical never took slot {self.slot}")
+
+    def stop(self) -> None:
+        """Stop streaming; returns once the slot is free."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+        for _ in range(200):
+            if self.holder() is None:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"slot {self.slot} still read after pg_recvlogical stopped")

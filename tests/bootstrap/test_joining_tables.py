@@ -5,6 +5,8 @@ deploy adds them and by the reconcile run when the application creates them late
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,10 +20,18 @@ from tests.bootstrap.bootstrap_helpers import (
     LAKE,
     LAKE_SIGNAL,
     Database,
+    SlotReader,
     changes,
 )
 
 pytestmark = pytest.mark.postgres
+LAKE_CAPTURE = {"slot": "cdclake_msk", "signal_table": LAKE_SIGNAL, "connector": "cdc-source"}
+FANOUT_CAPTURE = {
+    "slot": "cdclake_fanout",
+    "signal_table": FANOUT_SIGNAL,
+    "cluster": "cdc-debezium-server",
+    "service": "cdc-debezium-server",
+}
 
 
 def _signal_props(database: Database, tables: list[str]) -> dict[str, Any]:
@@ -207,3 +217,91 @@ def test_on_event_reconcile_publishes_late_table_and_restores_replica_identity(
     assert database.owner.run(
         "SELECT has_table_privilege(:u, 'public.late_full', 'SELECT')", u=database.replication_user
     ) == [[True]]
+
+
+def _published(database: Database) -> set[str]:
+    rows = database.owner.run(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = :p",
+        p=database.publication,
+    )
+    return {r[0] for r in rows}
+
+
+def test_reconcile_late_table_signalled_once_restarted_capture_reads_slot(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    props = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
+    handler.create(props)
+    task = SlotReader(database, "cdclake_msk")
+    task.start()
+    old_task = task.holder()
+    database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
+    monkeypatch.setenv("CAPTURES", json.dumps([LAKE_CAPTURE, FANOUT_CAPTURE]))
+    restarted: list[dict[str, str]] = []
+
+    def restart(captures: Sequence[dict[str, str]]) -> None:
+        restarted.extend(captures)
+        task.stop()
+        # As RestartConnector does, return before the new task streams.
+        threading.Timer(1.0, task.start).start()
+
+    reader_at_signal: list[int | None] = []
+    signal = handler.signal_joined_tables
+
+    def spy(conn: Any, spec: Any, tables: Sequence[str]) -> dict[str, str]:
+        reader_at_signal.append(task.holder())
+        return signal(conn, spec, tables)
+
+    monkeypatch.setattr(handler, "restart_captures", restart)
+    monkeypatch.setattr(handler, "signal_joined_tables", spy)
+    try:
+        response = handler.reconcile(props)
+    finally:
+        task.stop()
+
+    assert restarted == [LAKE_CAPTURE]
+    # The old task, had it read the signal, would have skipped the table it has no schema for.
+    assert reader_at_signal and reader_at_signal[0] not in (None, old_task)
+    assert response["Data"]["SignalledTables"] == "public.late_lake"
+
+
+def test_reconcile_capture_not_restarted_raises_and_joins_nothing(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    props = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
+    handler.create(props)
+    task = SlotReader(database, "cdclake_msk")
+    task.start()
+    database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
+    monkeypatch.setenv("CAPTURES", json.dumps([LAKE_CAPTURE]))
+    monkeypatch.setattr(handler, "restart_captures", lambda captures: None)
+    monkeypatch.setattr(handler, "RESTART_WAIT_SECONDS", 0.5)
+    try:
+        with pytest.raises(handler.CapturesNotRestarted, match=r"public\.late_lake not joined"):
+            handler.reconcile(props)
+    finally:
+        task.stop()
+
+    # Still joinable: the next run (Lambda's retry, the schedule) restarts and signals it.
+    assert "public.late_lake" not in _published(database)
+    assert database.signals(LAKE_SIGNAL) == []
+
+
+def test_update_leaves_table_created_since_last_reconcile_to_reconcile(
+    database: Database,
+) -> None:
+    first = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
+    handler.create(first)
+    database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
+    second = _late_props(
+        database,
+        TableSpec("public.late_lake", "DEFAULT", LAKE),
+        TableSpec("public.audit_log", "DEFAULT", LAKE),
+    )
+
+    handler.update(second, first)
+
+    # audit_log is the deploy's own (Custom::SnapshotSignal signals it); late_lake, joined
+    # here, would be signalled by nothing.
+    published = _published(database)
+    assert "public.audit_log" in published and "public.late_lake" not in published

@@ -19,6 +19,7 @@ from tests.local.local_helpers import CHANGE_FILE, change_files, wait_for_events
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.moto]
 ORDERS = "cdclake-local.public.orders"
 CUSTOMERS = "cdclake-local.public.customers"
+RETURNS = "cdclake-local.public.returns"
 HEARTBEATS = "cdclake-local.cdclake.heartbeat"  # connectors.configs.heartbeat_changes_topic
 
 
@@ -72,6 +73,24 @@ def test_local_rows_before_and_after_reconcile_land_as_change_files(
     assert all(e["source"]["snapshot"] == "incremental" for e in events if e["op"] == "r")
     keys = [k for k in change_files(local_stack) if k.startswith(f"topics/{ORDERS}/")]
     assert keys and all(re.fullmatch(CHANGE_FILE, k) for k in keys), keys
+
+
+def test_local_reconcile_late_quiet_table_rows_land_as_change_files(
+    local_stack: LocalStack,
+) -> None:
+    # Created after the capture's task started and never written again: Debezium learns its
+    # schema from no streamed change, so only a task restarted before the signal snapshots it.
+    with local_stack.connect() as conn:
+        conn.run("CREATE TABLE public.returns (id int PRIMARY KEY, reason text)")
+        conn.run("INSERT INTO public.returns SELECT g, 'early' FROM generate_series(1, 3) g")
+
+    result = local_stack.reconcile()
+
+    assert result.joined == ["public.returns"] and result.signal_id
+    events = wait_for_events(
+        local_stack, RETURNS, lambda seen: {e["after"]["id"] for e in seen} >= {1, 2, 3}
+    )
+    assert {(e["op"], e["source"]["snapshot"]) for e in events} == {("r", "incremental")}
 
 
 def test_local_capture_heartbeat_lands_as_change_files_the_dispatcher_ages(
