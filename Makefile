@@ -6,6 +6,9 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 ENV ?= dev
+# environment.paths.GLUE_WHEELS_DIR
+GLUE_WHEELS := build/glue-wheels
+GLUE_MODULES := orjson
 PYTEST_ARGS ?=
 # Test processes, one per core: much of the suite waits on JVMs, PostgreSQL and Kafka rather
 # than computing. Tests sharing a session's fixtures share a process, and the groups start in
@@ -24,7 +27,7 @@ help: ## Show this list of targets
 
 JVM_INPUTS := jvm/pom.xml $(wildcard jvm/*/pom.xml) $(wildcard jvm/*/src/main/java/io/cdclake/*/*.java)
 
-setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved ## Create .venv, the pinned CDK CLI and jvm/lib (Hudi, Kafka, Debezium jars from Maven Central)
+setup: $(VENV)/.installed node_modules/.installed jvm/lib/.resolved $(GLUE_WHEELS)/.downloaded ## Create .venv, the pinned CDK CLI, jvm/lib (Hudi, Kafka, Debezium jars from Maven Central) and the Glue job's wheels
 
 # setuptools warns on every editable install with a package-dir mapping (cdclake_merge lives
 # under glue_jobs/lib); the import order it warns about is the one the tests rely on.
@@ -42,6 +45,16 @@ jvm/lib/.resolved: $(JVM_INPUTS)
 	@command -v mvn >/dev/null || { echo "Maven 3.8+ is needed (apt-get install maven)"; exit 1; }
 	rm -rf jvm/lib
 	mvn -B -q -f jvm/pom.xml package dependency:copy-dependencies -Dmaven.test.skip=true
+	touch $@
+
+# The merge job's modules beyond Glue 5.0's own (stacks/components/merge_jobs.py JOB_MODULES),
+# at requirements.txt's pins, built for what Glue 5.0 runs (CPython 3.11, manylinux x86_64): a
+# deploy ships them and no run installs from PyPI. Never committed; synth fails without them.
+$(GLUE_WHEELS)/.downloaded: requirements.txt $(VENV)/.installed
+	rm -rf $(GLUE_WHEELS)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+	  --python-version 3.11 --implementation cp --dest $(GLUE_WHEELS) \
+	  $(foreach m,$(GLUE_MODULES),$(shell grep -i '^$(m)==' requirements.txt | cut -d' ' -f1))
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

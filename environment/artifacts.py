@@ -1,5 +1,6 @@
 """Files a deploy ships that the config points at (the connector plugin zips, the RDS CA
-bundle): found and checked before synth, so a missing one is one line naming the fix."""
+bundle, the merge job's wheels): found and checked before synth, so a missing one is one line
+naming the fix."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import ssl
 from pathlib import Path
 
 from environment.config import ConfigError, EnvironmentConfig
-from environment.paths import RDS_CA_BUNDLE, RDS_CA_BUNDLE_VARIABLE, REPO_ROOT
+from environment.paths import (
+    GLUE_WHEELS_DIR,
+    RDS_CA_BUNDLE,
+    RDS_CA_BUNDLE_VARIABLE,
+    REPO_ROOT,
+)
 
 # A bucket name that marks a plugin location as not yet filled in; synth refuses it.
 PLUGIN_PLACEHOLDER_BUCKET = "REPLACE-ME"
@@ -59,3 +65,16 @@ def rds_ca_bundle(config: EnvironmentConfig) -> Path | None:
             f"RDS CA bundle {bundle} holds no readable certificate ({exc}): {fix}"
         ) from None
     return bundle
+
+
+def glue_wheel(requirement: str, wheels: Path = GLUE_WHEELS_DIR) -> Path:
+    """The wheel of ``name==version`` for Glue 5.0 (CPython 3.11, manylinux x86_64) that
+    `make setup` downloads; a ConfigError naming `make setup` when it has not."""
+    name, _, version = requirement.partition("==")
+    found = sorted(wheels.glob(f"{name}-{version}-cp311-cp311-manylinux*x86_64*.whl"))
+    if not found:
+        raise ConfigError(
+            f"no Glue 5.0 wheel of {requirement} (cp311, manylinux x86_64) in {wheels}: "
+            "run `make setup`"
+        )
+    return found[-1]

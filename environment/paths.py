@@ -13,3 +13,6 @@ PLUGIN_DIST_DIR = "connectors/dist"
 #: names another file (the tests' own CA).
 RDS_CA_BUNDLE = REPO_ROOT / "build" / "rds-ca" / "global-bundle.pem"
 RDS_CA_BUNDLE_VARIABLE = "CDCLAKE_RDS_CA_BUNDLE"
+#: Where `make setup` downloads the wheels the merge job installs on Glue 5.0 (CPython 3.11,
+#: manylinux x86_64; git-ignored): a deploy ships them, a run never reaches PyPI.
+GLUE_WHEELS_DIR = REPO_ROOT / "build" / "glue-wheels"

@@ -14,16 +14,24 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
 from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from cdclake_merge.session import MERGE_JAR, REPO_JARS, SPARK_CONF, MissingJars
+from environment.artifacts import glue_wheel
 from environment.lake import LakeConfig
 from environment.names import merge_job_prefix, resource_name
-from environment.paths import REPO_ROOT
+from environment.paths import GLUE_WHEELS_DIR, REPO_ROOT
 from environment.tables import TableConfig
 from stacks.components.log_storage import log_group
+from stacks.components.nag import (
+    KMS_GRANT_REASON,
+    LAMBDA_LOGS_FINDING,
+    acknowledge,
+    acknowledge_wildcards,
+)
 
 ENTRY_SCRIPT = REPO_ROOT / "glue_jobs" / "merge_job.py"
 JOB_LIBRARY = REPO_ROOT / "glue_jobs" / "lib"
@@ -34,8 +42,10 @@ JOB_JAR = REPO_JARS / MERGE_JAR
 #: their stdout and stderr.
 LOG_STREAMS = ("error", "output")
 # Modules the job installs (pip) at start: not in Glue 5.0's own list, at the version the
-# local job runs with.
+# local job runs with, from the wheels a deploy ships (never PyPI).
 JOB_MODULES = ("orjson",)
+#: Where the wheels are copied in the assets bucket, each under its own file name.
+WHEELS_PREFIX = "glue-wheels/"
 
 
 def glue_conf(settings: Mapping[str, str]) -> str:
@@ -101,6 +111,23 @@ class MergeJobs(Construct):
         if not JOB_JAR.is_file():
             raise MissingJars(f"{JOB_JAR} not found: run `make setup` to build it")
         self.jar = s3_assets.Asset(self, "Jar", path=str(JOB_JAR))
+        # pip installs a wheel only under its own file name (name-version-tags.whl), which an
+        # asset's key (its hash) is not: the wheels are copied into the assets bucket by name.
+        wheels = [glue_wheel(requirement) for requirement in pinned(JOB_MODULES).split(",")]
+        self.wheels = s3_deployment.BucketDeployment(
+            self,
+            "Wheels",
+            sources=[
+                s3_deployment.Source.asset(
+                    str(GLUE_WHEELS_DIR), exclude=["*", ".*", *(f"!{w.name}" for w in wheels)]
+                )
+            ],
+            destination_bucket=assets_bucket,
+            destination_key_prefix=WHEELS_PREFIX,
+            log_group=log_group(self, "WheelsLogs"),
+        )
+        self.wheel_keys = [f"{WHEELS_PREFIX}{w.name}" for w in wheels]
+        self._acknowledge_wheels_copy()
 
         # The runs' logs, in log groups of this stack that expire: without a prefix Glue 5.0
         # writes to /aws-glue/jobs/error and /output, created on first use and kept forever.
@@ -153,6 +180,7 @@ class MergeJobs(Construct):
                     self.script.bucket.arn_for_objects(self.script.s3_object_key),
                     self.library.bucket.arn_for_objects(self.library.s3_object_key),
                     self.jar.bucket.arn_for_objects(self.jar.s3_object_key),
+                    *(assets_bucket.arn_for_objects(key) for key in self.wheel_keys),
                 ],
             )
         )
@@ -272,7 +300,10 @@ class MergeJobs(Construct):
                     "--extra-py-files": self.library.s3_object_url,
                     "--extra-jars": self.jar.s3_object_url,
                     # Without orjson the parser takes its standard-library path.
-                    "--additional-python-modules": pinned(JOB_MODULES),
+                    "--additional-python-modules": ",".join(
+                        assets_bucket.s3_url_for_object(key) for key in self.wheel_keys
+                    ),
+                    "--python-modules-installer-option": "--no-index",
                     "--custom-logGroup-prefix": self.log_group_prefix,
                     "--enable-metrics": "true",
                     # Idle executors are released within a run; NumberOfWorkers is its maximum.
@@ -286,8 +317,38 @@ class MergeJobs(Construct):
             )
             # A run started before its log groups exist would create them, without retention,
             # and their creation here would then fail.
-            job.node.add_dependency(*self.log_groups.values())
+            job.node.add_dependency(*self.log_groups.values(), self.wheels)
             self.jobs[table.name] = job
+
+    def _acknowledge_wheels_copy(self) -> None:
+        """The findings of CDK's own copy function (one per stack, at its root)."""
+        stack = cdk.Stack.of(self)
+        (function,) = [
+            c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")
+        ]
+        reason = "CDK's BucketDeployment copies the wheels at deploy time"
+        acknowledge(
+            function,
+            {
+                LAMBDA_LOGS_FINDING: f"{reason}; the managed policy only writes its own logs",
+                "AwsSolutions-L1": f"{reason}; its runtime is CDK's to choose",
+            },
+        )
+        acknowledge_wildcards(
+            function,
+            {
+                r"^Action::s3:(GetBucket|GetObject|List|DeleteObject|Abort)\*$": (
+                    f"{reason}: CDK's read of its asset and write of the wheels' prefix"
+                ),
+                r"^Action::kms:(GenerateDataKey|ReEncrypt)\*$": KMS_GRANT_REASON,
+                r"^Resource::arn:<AWS::Partition>:s3:::cdk-[a-z0-9]+-assets-.*/\*$": (
+                    "the CDK bootstrap bucket's assets, read by asset hash"
+                ),
+                r"^Resource::<StorageGlueAssets[0-9A-F]+\.Arn>/\*$": (
+                    f"{reason}: CDK grants its destination bucket's objects"
+                ),
+            },
+        )
 
 
 def _camel(name: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.cdk.stack_helpers import (
     as_list,
+    flat,
     masked,
     of_type,
     policy_statements,
@@ -141,13 +142,24 @@ def test_lake_glue_job_spark_conf_is_the_local_sessions(env: Any) -> None:
     assert SPARK_CONF["spark.kryo.registrator"] == "org.apache.spark.HoodieSparkKryoRegistrar"
 
 
-def test_lake_glue_job_ships_orjson_pinned_in_requirements(env: Any) -> None:
+def test_lake_glue_job_installs_orjson_from_shipped_wheel_never_pypi(env: Any) -> None:
+    # The wheel of the version requirements.txt pins, for Glue 5.0 (CPython 3.11, x86_64),
+    # copied by the deploy under its own file name (pip refuses a wheel named otherwise), and
+    # pip told to look nowhere else.
     requirements = Path(__file__).resolve().parents[2] / "requirements.txt"
     pin = next(
         line for line in requirements.read_text().splitlines() if line.startswith("orjson==")
     )
+    wheel = f"glue-wheels/orjson-{pin.removeprefix('orjson==')}-cp311-cp311-manylinux"
+    template = env.template("lake")
+    (copy,) = props(template, "Custom::CDKBucketDeployment")
+    assert copy["DestinationBucketKeyPrefix"] == "glue-wheels/"
     for job in jobs(env).values():
-        assert job["DefaultArguments"]["--additional-python-modules"] == pin
+        modules = flat(job["DefaultArguments"]["--additional-python-modules"])
+        bucket = flat(copy["DestinationBucketName"])
+        assert modules.startswith(f"s3://{bucket}/{wheel}"), modules
+        assert modules.endswith("x86_64.whl") and "," not in modules
+        assert job["DefaultArguments"]["--python-modules-installer-option"] == "--no-index"
 
 
 def test_lake_job_module_pin_missing_from_requirements_fails_naming_file(tmp_path: Path) -> None:
@@ -525,3 +537,14 @@ def test_lake_merge_job_log_groups_keep_logs_as_configured() -> None:
         "/aws-glue/jobs/cdclake-dev-merge/error": 90,
         "/aws-glue/jobs/cdclake-dev-merge/output": 90,
     }
+
+
+def test_lake_glue_wheel_not_downloaded_fails_naming_make_setup(tmp_path: Path) -> None:
+    from environment.artifacts import glue_wheel
+    from environment.config import ConfigError
+
+    # Another version, or another platform's build, is not the wheel Glue 5.0 installs.
+    (tmp_path / "orjson-3.11.4-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"")
+    (tmp_path / "orjson-3.11.5-cp311-cp311-macosx_15_0_arm64.whl").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"orjson==3\.11\.5 .*run `make setup`"):
+        glue_wheel("orjson==3.11.5", tmp_path)
