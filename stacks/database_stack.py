@@ -8,11 +8,13 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+from connectors.configs import connector_name
 from environment.artifacts import rds_ca_bundle
 from environment.config import EnvironmentConfig
 from environment.replication import bootstrap_spec
 from stacks.components.database import DATABASE_PORT, Database
 from stacks.components.database_alarms import DatabaseAlarms
+from stacks.components.debezium_server import service_names
 from stacks.components.operator_access import OperatorAccess
 from stacks.components.replication_bootstrap import ReplicationBootstrap
 
@@ -76,6 +78,7 @@ class DatabaseStack(cdk.Stack):
             encryption_key=self.encryption_key,
             alarm_topic=self.alarm_topic,
             rds_ca_bundle=rds_ca_bundle(config),
+            captures=captures(config),
         )
         self.cluster.connections.allow_default_port_from(
             self.bootstrap.security_group, "Replication bootstrap"
@@ -99,3 +102,27 @@ class DatabaseStack(cdk.Stack):
         cdk.CfnOutput(
             self, "OperatorAccessInstanceId", value=self.operator_access.instance.instance_id
         )
+
+
+def captures(config: EnvironmentConfig) -> list[dict[str, str]]:
+    """Each capture's slot, signal table and what runs it, by the names the capture and
+    fan-out stacks fix (this stack deploys first, so nothing is imported from them)."""
+    replication = config.database.replication
+    found = [
+        {
+            "slot": replication.slot,
+            "signal_table": replication.signal_table,
+            "connector": connector_name(config, "debezium-source"),
+        }
+    ]
+    if config.fanout_tables:
+        cluster, service = service_names(config.prefix)
+        found.append(
+            {
+                "slot": replication.fanout_slot,
+                "signal_table": replication.fanout_signal_table,
+                "cluster": cluster,
+                "service": service,
+            }
+        )
+    return found

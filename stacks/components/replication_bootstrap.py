@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -22,7 +24,12 @@ from environment.config import DatabaseConfig
 from environment.replication import BootstrapPayload
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
-from stacks.components.nag import LAMBDA_LOGS_FINDING, acknowledge, managed_policy_finding
+from stacks.components.nag import (
+    LAMBDA_LOGS_FINDING,
+    acknowledge,
+    acknowledge_wildcards,
+    managed_policy_finding,
+)
 from stacks.components.python_bundling import python_code
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -56,12 +63,17 @@ class ReplicationBootstrap(Construct):
         encryption_key: kms.IKey,
         alarm_topic: sns.ITopic,
         rds_ca_bundle: Path | None,
+        captures: Sequence[Mapping[str, str]],
     ) -> None:
         """``spec``: what the bootstrap makes (``environment.replication.bootstrap_spec``);
         ``environment`` names the Environment dimension of its metric; ``rds_ca_bundle``: the
         RDS CA bundle the function verifies Aurora with (shipped in a layer), None when the
         config opts out of verifying. Reaching the cluster and reading ``master_secret`` are
-        the composing stack's grants to :attr:`security_group` and :attr:`function`."""
+        the composing stack's grants to :attr:`security_group` and :attr:`function`.
+        ``captures``: each capture's slot and signal table, and the MSK Connect connector
+        (``connector``) or ECS service (``cluster``, ``service``) running it, by fixed names:
+        a Reconcile restarts those carrying tables about to join (lambdas/bootstrap/handler.py
+        says why)."""
         super().__init__(scope, construct_id)
         replication = database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -92,6 +104,11 @@ class ReplicationBootstrap(Construct):
         self.security_group.add_egress_rule(
             ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "VPC endpoints"
         )
+        if captures:
+            # MSK Connect's API has no VPC endpoint: RestartConnector goes out through the NAT.
+            self.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "MSK Connect and ECS APIs (NAT)"
+            )
 
         properties = {
             "Spec": json.dumps(spec, sort_keys=True),
@@ -123,7 +140,8 @@ class ReplicationBootstrap(Construct):
             handler="lambdas.bootstrap.handler.on_event",
             code=python_code("lambdas/bootstrap", runtime=RUNTIME),
             description="cdc-lake replication bootstrap (role, grants, publication)",
-            timeout=cdk.Duration.minutes(5),
+            # A Reconcile waits up to 10 minutes for restarted captures (RESTART_WAIT_SECONDS).
+            timeout=cdk.Duration.minutes(15 if captures else 5),
             memory_size=256,
             vpc=vpc,
             vpc_subnets=private,
@@ -135,11 +153,13 @@ class ReplicationBootstrap(Construct):
                 "METRICS_ENVIRONMENT": environment,
                 # The logger's service, as the Powertools functions get theirs.
                 "POWERTOOLS_SERVICE_NAME": "replication-bootstrap",
+                "CAPTURES": json.dumps(list(captures), sort_keys=True),
                 **tls,
             },
             log_group=log_group(self, "FunctionLogs"),
         )
         self.replication_secret.grant_read(self.function)
+        self._grant_restarts(captures)
 
         # Provider framework: retries, timeouts and the CloudFormation response for us.
         self.provider = cr.Provider(
@@ -238,6 +258,57 @@ class ReplicationBootstrap(Construct):
                 f"AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]": (
                     "The framework may invoke any version of the bootstrap function, "
                     "and only that function"
+                ),
+            },
+        )
+
+    def _grant_restarts(self, captures: Sequence[Mapping[str, str]]) -> None:
+        """Restarting the named captures and nothing else."""
+        stack = cdk.Stack.of(self)
+        connectors = [c["connector"] for c in captures if "connector" in c]
+        services = [(c["cluster"], c["service"]) for c in captures if "service" in c]
+        if connectors:
+            # ListConnectors has no resource-level permission; the restart is limited to the
+            # named connectors (any revision: connector/<name>/<uuid>).
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
+            )
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["kafkaconnect:RestartConnector"],
+                    resources=[
+                        stack.format_arn(
+                            service="kafkaconnect",
+                            resource="connector",
+                            resource_name=f"{name}/*",
+                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                        for name in connectors
+                    ],
+                )
+            )
+        if services:
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["ecs:UpdateService"],
+                    resources=[
+                        stack.format_arn(
+                            service="ecs",
+                            resource="service",
+                            resource_name=f"{cluster}/{service}",
+                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                        for cluster, service in services
+                    ],
+                )
+            )
+        assert self.function.role is not None  # the function creates its own role
+        acknowledge_wildcards(
+            self.function.role,
+            {
+                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
+                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
+                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
                 ),
             },
         )

@@ -10,7 +10,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_events as events
 
+from connectors.configs import connector_name
 from environment.replication import bootstrap_spec
+from stacks.components.debezium_server import service_names
 from tests.cdk.stack_helpers import as_list, masked, of_type, policy_statements, props, single
 
 pytestmark = pytest.mark.cdk
@@ -205,6 +207,37 @@ def test_database_bootstrap_reads_only_its_two_secrets(env: Any) -> None:
     }
     for resource in resources:
         assert any(secret_id in resource for secret_id in secret_ids), resource
+
+
+def test_database_bootstrap_restarts_the_named_captures_only(env: Any) -> None:
+    template = env.template("database")
+    (function,) = [f for f in props(template, "AWS::Lambda::Function") if "CAPTURES" in str(f)]
+    captures = json.loads(function["Environment"]["Variables"]["CAPTURES"])
+    source = connector_name(env.config, "debezium-source")
+    cluster, service = service_names(env.config.prefix)
+    replication = env.config.database.replication
+    assert captures == [
+        {"connector": source, "signal_table": replication.signal_table, "slot": replication.slot},
+        {
+            "cluster": cluster,
+            "service": service,
+            "signal_table": replication.fanout_signal_table,
+            "slot": replication.fanout_slot,
+        },
+    ]
+    granted = {
+        action: json.dumps(s["Resource"])
+        for s in policy_statements(template)
+        for action in as_list(s["Action"])
+        if action.split(":")[0] in ("kafkaconnect", "ecs")
+    }
+    assert set(granted) == {
+        "kafkaconnect:ListConnectors",
+        "kafkaconnect:RestartConnector",
+        "ecs:UpdateService",
+    }
+    assert f":connector/{source}/*" in granted["kafkaconnect:RestartConnector"]
+    assert f":service/{cluster}/{service}" in granted["ecs:UpdateService"]
 
 
 def test_database_alarms_thresholds_from_config_notify_topic(env: Any) -> None:
