@@ -130,6 +130,9 @@ class Database:
             "ReplicationSecretArn": "replication",
         }
 
+    def slot_reader(self, slot: str) -> SlotReader:
+        return SlotReader(self.owner, self.socket_path, self.name, self.publication, slot)
+
     def signals(self, signal_table: str) -> list[tuple[str, Any]]:
         """The (type, data) rows of a signal table, oldest first."""
         import json
@@ -319,41 +322,31 @@ def changes(conn: Connection, slot: str, publication: str) -> list[tuple[str, st
 
 class SlotReader:
     """A capture's task as PostgreSQL sees it: ``pg_recvlogical`` streaming a pgoutput slot
-    of the database (the slot is created if missing). ``start``/``stop`` are a restart."""
+    of ``database`` over the server's unix socket (the slot is created if missing);
+    ``start``/``stop`` are a restart. ``owner``: a superuser's connection to ``database``."""
 
-    def __init__(self, database: Database, slot: str) -> None:
-        self.database, self.slot = database, slot
+    def __init__(
+        self, owner: Connection, socket_path: str, database: str, publication: str, slot: str
+    ) -> None:
+        self.owner, self.socket_path, self.database = owner, socket_path, database
+        self.publication, self.slot = publication, slot
         self.proc: subprocess.Popen[bytes] | None = None
-        if not database.owner.run(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = :s", s=slot
-        ):
-            database.owner.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
+        if not owner.run("SELECT 1 FROM pg_replication_slots WHERE slot_name = :s", s=slot):
+            owner.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
 
     def holder(self) -> int | None:
-        rows = self.database.owner.run(
+        rows = self.owner.run(
             "SELECT active_pid FROM pg_replication_slots WHERE slot_name = :s", s=self.slot
         )
         return rows[0][0] if rows else None
 
     def start(self) -> None:
         """Start streaming; returns once the slot is read (by a backend of this reader)."""
-        folder, port = self.database.socket_path.rsplit("/.s.PGSQL.", 1)
-        dsn = f"host={folder} port={port} user=postgres dbname={self.database.name}"
+        folder, port = self.socket_path.rsplit("/.s.PGSQL.", 1)
+        dsn = f"host={folder} port={port} user=postgres dbname={self.database}"
+        stream = ["--slot", self.slot, "--start", "-f", "/dev/null", "-o", "proto_version=1"]
         self.proc = subprocess.Popen(
-            [
-                "pg_recvlogical",
-                "-d",
-                dsn,
-                "--slot",
-                self.slot,
-                "--start",
-                "-f",
-                "/dev/null",
-                "-o",
-                "proto_version=1",
-                "-o",
-                f"publication_names={self.database.publication}",
-            ],
+            ["pg_recvlogical", "-d", dsn, *stream, "-o", f"publication_names={self.publication}"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

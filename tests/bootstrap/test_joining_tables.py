@@ -20,7 +20,6 @@ from tests.bootstrap.bootstrap_helpers import (
     LAKE,
     LAKE_SIGNAL,
     Database,
-    SlotReader,
     changes,
 )
 
@@ -232,7 +231,7 @@ def test_reconcile_late_table_signalled_once_restarted_capture_reads_slot(
 ) -> None:
     props = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
     handler.create(props)
-    task = SlotReader(database, "cdclake_msk")
+    task = database.slot_reader("cdclake_msk")
     task.start()
     old_task = task.holder()
     database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
@@ -270,7 +269,7 @@ def test_reconcile_capture_not_restarted_raises_and_joins_nothing(
 ) -> None:
     props = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
     handler.create(props)
-    task = SlotReader(database, "cdclake_msk")
+    task = database.slot_reader("cdclake_msk")
     task.start()
     database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
     monkeypatch.setenv("CAPTURES", json.dumps([LAKE_CAPTURE]))

@@ -180,7 +180,8 @@ wal_level = logical
 max_replication_slots = 10
 max_wal_senders = 10
 """
-HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
+# Replication connections match no database "all": pg_recvlogical stands in for the captures.
+HBA = "local all postgres trust\nlocal replication postgres trust\nlocal all all scram-sha-256\n"
 APP_SCHEMA = (
     "CREATE TABLE public.customers (id bigint PRIMARY KEY, email text NOT NULL)",
     "CREATE TABLE public.orders (id bigint PRIMARY KEY, order_date date)",

@@ -1,7 +1,8 @@
 """The credential refresh under exactly the statements the operations stack gives its role.
 
 ECS runs on moto; moto has no MSK Connect, so the gate answers those calls from an in-memory
-store after checking each (action, connector ARN) against the role's statements.
+store (``connector_store``) after checking each (action, connector ARN) against the role's
+statements.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from lambdas.credential_refresh import handler
-from tests.iam.iam_helpers.gate import Gate, Responder, World, principal, user_with
+from tests.iam.iam_helpers.gate import Gate, World, connector_store, principal, user_with
 from tests.iam.iam_helpers.moto import REGION, MotoIam
 from tests.iam.iam_helpers.runs import (
     Run,
@@ -30,30 +31,6 @@ from tests.iam.iam_helpers.templates import (
 )
 
 pytestmark = [pytest.mark.moto, pytest.mark.cdk]
-
-
-def connector_store(connectors: Mapping[str, dict[str, str]], restarted: list[str]) -> Responder:
-    """MSK Connect's ListConnectors and RestartConnector over the connectors by ARN (moto has no
-    MSK Connect); each restart is appended to ``restarted``."""
-
-    def answer(operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        if operation == "ListConnectors":
-            prefix = params.get("connectorNamePrefix", "")
-            listed = [
-                {"connectorArn": arn, "connectorName": name, "connectorState": "RUNNING"}
-                for arn in connectors
-                if (name := arn.split(":connector/", 1)[1].split("/", 1)[0]).startswith(prefix)
-            ]
-            return {"connectors": listed}
-        arn = params["connectorArn"]
-        if arn not in connectors:
-            return {"Error": {"Code": "NotFoundException", "Message": arn}}
-        if operation == "RestartConnector":
-            restarted.append(arn)
-            return {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"}
-        raise NotImplementedError(f"kafkaconnect {operation}")
-
-    return answer
 
 
 COMPONENT = "credential refresh"

@@ -71,6 +71,30 @@ def call_resources(
 Responder = Callable[[str, Mapping[str, Any]], dict[str, Any]]
 
 
+def connector_store(connectors: Mapping[str, dict[str, str]], restarted: list[str]) -> Responder:
+    """MSK Connect's ListConnectors and RestartConnector over the connectors by ARN (moto has no
+    MSK Connect); each restart is appended to ``restarted``."""
+
+    def answer(operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        if operation == "ListConnectors":
+            prefix = params.get("connectorNamePrefix", "")
+            listed = [
+                {"connectorArn": arn, "connectorName": name, "connectorState": "RUNNING"}
+                for arn in connectors
+                if (name := arn.split(":connector/", 1)[1].split("/", 1)[0]).startswith(prefix)
+            ]
+            return {"connectors": listed}
+        arn = params["connectorArn"]
+        if arn not in connectors:
+            return {"Error": {"Code": "NotFoundException", "Message": arn}}
+        if operation == "RestartConnector":
+            restarted.append(arn)
+            return {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"}
+        raise NotImplementedError(f"kafkaconnect {operation}")
+
+    return answer
+
+
 class Gate:
     """Hooks on a boto3 session: every call is recorded; calls to services moto cannot
     authorize by resource are checked against the verbatim statements first and answered
