@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -202,60 +203,76 @@ def test_recovery_restore_rolls_back_then_next_run_catches_up(lake: Lake) -> Non
     assert lake.visible() == caught_up
 
 
-@pytest.mark.spark
-@pytest.mark.hudi
-def test_recovery_pending_compaction_is_completed_by_the_next_run(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
-    for i in range(3):
-        lake.write(f"{i}.json", [u(1, 10 + i, f"v{i}") if i else c(1, 10)])
-        lake.merge()
-    root = lake.sink.root
-    # A compaction planned and left: what a run killed after scheduling leaves behind.
-    due_now = "hoodie.compact.inline.max.delta.commits=1"
-    spark.sql(
-        f"CALL run_compaction(op => 'schedule', path => 'file://{root}', options => '{due_now}')"
-    ).collect()
-    timeline = Path(root) / ".hoodie"
-    assert list(timeline.glob("*.compaction.requested"))
+@dataclass(frozen=True)
+class LeftPlan:
+    """A MERGE_ON_READ table whose compaction was planned and left, then merged again."""
 
-    lake.write("3.json", [u(1, 20, "last")])
-    lake.merge()
-
-    pending = [p.name for p in timeline.glob("*.compaction.*") if not p.name.endswith(".commit")]
-    completed = {p.name.split(".")[0] for p in timeline.glob("*.commit")}
-    planned = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
-    assert planned <= completed, pending
-    assert lake.visible() == [{"id": 1, "name": "last"}]
+    plan: str  # the left plan's instant
+    planned_after_next: set[str]  # the plans on the timeline after the next run
+    completed_after_next: set[str]  # the compactions completed by then
+    visible_after_next: list[dict[str, Any]]
+    metadata_compactions: list[str]  # the metadata table's, after six more runs
+    visible_at_end: list[dict[str, Any]]
 
 
-@pytest.mark.spark
-@pytest.mark.hudi
-def test_recovery_metadata_table_compacts_after_a_compaction_left_pending(
-    spark, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    # Hudi skips the metadata table's compaction while a data instant before it is pending,
-    # and stops every write after 1,000 metadata delta commits so: the left plan must not hold
-    # it back. The metadata table compacts every 10 of its delta commits (Hudi's default).
-    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")
+@pytest.fixture(scope="module")
+def left_plan(spark, tmp_path_factory: pytest.TempPathFactory) -> LeftPlan:  # type: ignore[no-untyped-def]
+    """One table for both tests of a left plan: what its first run after the plan completes,
+    and what the metadata table does over the runs after it (each test judges one)."""
+    lake = Lake(spark, tmp_path_factory.mktemp("left-plan"), table_type="MERGE_ON_READ")
     lake.write("00.json", [c(1, 10)])
     lake.merge()
     lake.write("01.json", [u(1, 11, "v1")])
     lake.merge()  # a log file: something to compact
     root = Path(lake.sink.root)
+    timeline = root / ".hoodie"
+    # A compaction planned and left: what a run killed after scheduling leaves behind.
     due_now = "hoodie.compact.inline.max.delta.commits=1"
     spark.sql(
         f"CALL run_compaction(op => 'schedule', path => 'file://{root}', options => '{due_now}')"
     ).collect()
-    [plan] = [p.name.split(".")[0] for p in (root / ".hoodie").glob("*.compaction.requested")]
+    [plan] = [p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")]
 
+    after_next: tuple[set[str], set[str], list[dict[str, Any]]] | None = None
     for i in range(2, 8):  # the metadata table's 10th delta commit is in the 7th run
         lake.write(f"{i:02d}.json", [u(1, 10 + i, f"v{i}")])
         lake.merge()
+        if after_next is None:
+            planned = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
+            completed = {p.name.split(".")[0] for p in timeline.glob("*.commit")}
+            after_next = (planned, completed, lake.visible())
+    assert after_next is not None
 
-    metadata = root / ".hoodie" / "metadata" / ".hoodie"
-    compacted = sorted(p.name.split(".")[0] for p in metadata.glob("*.commit"))
-    assert compacted and compacted[-1] > plan, compacted
-    assert lake.visible() == [{"id": 1, "name": "v7"}]
+    metadata = timeline / "metadata" / ".hoodie"
+    return LeftPlan(
+        plan=plan,
+        planned_after_next=after_next[0],
+        completed_after_next=after_next[1],
+        visible_after_next=after_next[2],
+        metadata_compactions=sorted(p.name.split(".")[0] for p in metadata.glob("*.commit")),
+        visible_at_end=lake.visible(),
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_pending_compaction_is_completed_by_the_next_run(left_plan: LeftPlan) -> None:
+    assert left_plan.plan in left_plan.planned_after_next
+    assert left_plan.planned_after_next <= left_plan.completed_after_next
+    assert left_plan.visible_after_next == [{"id": 1, "name": "v2"}]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_metadata_table_compacts_after_a_compaction_left_pending(
+    left_plan: LeftPlan,
+) -> None:
+    # Hudi skips the metadata table's compaction while a data instant before it is pending,
+    # and stops every write after 1,000 metadata delta commits so: the left plan must not hold
+    # it back. The metadata table compacts every 10 of its delta commits (Hudi's default).
+    compacted = left_plan.metadata_compactions
+    assert compacted and compacted[-1] > left_plan.plan, compacted
+    assert left_plan.visible_at_end == [{"id": 1, "name": "v7"}]
 
 
 def test_sidecar_garbage_checkpoints_before_the_oldest_kept_go() -> None:
