@@ -274,15 +274,24 @@ def reconcile(props: dict[str, Any]) -> dict[str, Any]:
 def update(props: dict[str, Any], old_props: dict[str, Any]) -> dict[str, Any]:
     """Same as create, and SELECT is revoked on tables that left the configuration.
 
-    Only tables this update adds may join an existing publication: the capture stack's
-    ``Custom::SnapshotSignal`` signals those after the connectors restarted with them. A
-    configured table created since the last Reconcile waits for the next one, which restarts
-    its capture before signalling it; joined here, nothing would signal it.
+    Only tables this update adds, and only MSK Connect carries, may join an existing
+    publication: the capture stack's ``Custom::SnapshotSignal`` signals those after the
+    connectors restarted with them, and nothing signals the fan-out's capture on a deploy. The
+    others (a configured table created since the last Reconcile, a fan-out table) wait for the
+    next Reconcile, which restarts their captures before signalling them; joined here, nothing
+    would signal them.
     """
     new = [t["name"] for t in json.loads(props["Spec"])["tables"]]
     old = [t["name"] for t in json.loads(old_props.get("Spec", '{"tables": []}'))["tables"]]
     removed = [name for name in old if name not in new]
-    added = [name for name in new if name not in old]
+    spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
+    captures: list[dict[str, str]] = json.loads(os.environ.get("CAPTURES", "[]"))
+    deploy_signalled = {c["signal_table"] for c in captures if "connector" in c}
+    added = [
+        t.name
+        for t in spec.tables
+        if t.name not in old and set(t.signal_tables) <= deploy_signalled
+    ]
     return _run(props, removed_tables=removed, joinable=added)
 
 

@@ -287,8 +287,9 @@ def test_reconcile_capture_not_restarted_raises_and_joins_nothing(
 
 
 def test_update_leaves_table_created_since_last_reconcile_to_reconcile(
-    database: Database,
+    database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("CAPTURES", json.dumps([LAKE_CAPTURE, FANOUT_CAPTURE]))
     first = _late_props(database, TableSpec("public.late_lake", "DEFAULT", LAKE))
     handler.create(first)
     database.owner.run("CREATE TABLE public.late_lake (id bigint PRIMARY KEY)")
@@ -304,3 +305,17 @@ def test_update_leaves_table_created_since_last_reconcile_to_reconcile(
     # here, would be signalled by nothing.
     published = _published(database)
     assert "public.audit_log" in published and "public.late_lake" not in published
+
+
+def test_update_leaves_added_fanout_table_to_reconcile(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAPTURES", json.dumps([LAKE_CAPTURE, FANOUT_CAPTURE]))
+    first = database.props(database.spec())
+    handler.create(first)
+
+    handler.update(_late_props(database, TableSpec("public.audit_log", "DEFAULT", FANOUT)), first)
+
+    # Custom::SnapshotSignal signals the lake's capture only: joined here, the fan-out would
+    # never get the table's earlier rows.
+    assert "public.audit_log" not in _published(database)
