@@ -95,7 +95,8 @@ def test_operations_lag_alarm_per_lake_table_at_its_objective(dev_synth, dev) ->
 
 def test_operations_lag_alarm_missing_data_breaches(dev) -> None:  # type: ignore[no-untyped-def]
     # A table whose merge job never runs reports no lag at all: that is stale too.
-    assert {a["TreatMissingData"] for a in _alarms(dev, "LagSeconds", "Lag").values()} == {"breaching"}
+    lag = _alarms(dev, "LagSeconds", "Lag")
+    assert {a["TreatMissingData"] for a in lag.values()} == {"breaching"}
 
 
 def test_operations_change_files_expiring_alarm_per_lake_table_at_half_their_life(  # type: ignore[no-untyped-def]
