@@ -21,6 +21,8 @@ from lambdas.credential_refresh.handler import (
 )
 
 CONNECTOR = "arn:aws:kafkaconnect:us-east-1:123456789012:connector/cdclake-dev-debezium-source/1"
+
+
 @pytest.fixture
 def kafkaconnect() -> Iterator[tuple[object, Stubber]]:
     client = boto3.client("kafkaconnect", region_name="us-east-1")
