@@ -27,6 +27,7 @@ class BootstrapPayload(TypedDict):
     signal_tables: list[str]
     tables: list[TablePayload]
     slots: list[str]
+    retired_slots: list[str]
     drop_objects_on_delete: bool
 
 
@@ -48,5 +49,14 @@ def bootstrap_spec(config: EnvironmentConfig) -> BootstrapPayload:
             for t in config.tables
         ],
         "slots": [replication.slot, replication.fanout_slot],
+        # A capture with no table left is removed by its stack; its slot would outlive it.
+        "retired_slots": [
+            slot
+            for slot, tables in (
+                (replication.slot, config.lake_tables),
+                (replication.fanout_slot, config.fanout_tables),
+            )
+            if not tables
+        ],
         "drop_objects_on_delete": replication.drop_objects_on_delete,
     }

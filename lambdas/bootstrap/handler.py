@@ -53,6 +53,7 @@ from lambdas.bootstrap.sql import (
     BootstrapSpec,
     await_new_slot_holders,
     bootstrap,
+    drop_retired_slots,
     joining_tables,
     publication_tables,
     signal_incremental_snapshot,
@@ -222,8 +223,11 @@ def _run(
             if signal_joined and result.joined_tables
             else {}
         )
+        retired = drop_retired_slots(conn, spec)
     finally:
         conn.close()
+    if retired:
+        logger.info("slots of removed captures dropped", extra={"slots": retired})
     if signals:
         logger.info(
             "incremental snapshot signalled",
@@ -252,6 +256,7 @@ def _run(
             "PublishedTables": ",".join(result.published_tables),
             "MissingTables": ",".join(result.missing_tables),
             "SignalledTables": ",".join(result.joined_tables) if signals else "",
+            "DroppedSlots": ",".join(retired),
         },
     }
 

@@ -51,6 +51,9 @@ class BootstrapSpec:
     signal_tables: tuple[str, ...]
     tables: tuple[TableSpec, ...]
     slots: tuple[str, ...] = ()
+    # Slots of a capture the config no longer has (the fan-out turned off): nothing will read
+    # them again, and a slot nobody reads keeps WAL until max_slot_wal_keep_size invalidates it.
+    retired_slots: tuple[str, ...] = ()
     drop_objects_on_delete: bool = False
 
     @classmethod
@@ -70,6 +73,7 @@ class BootstrapSpec:
                 for t in raw["tables"]
             ),
             slots=tuple(raw.get("slots", ())),
+            retired_slots=tuple(raw.get("retired_slots", ())),
             drop_objects_on_delete=bool(raw.get("drop_objects_on_delete", False)),
         )
 
@@ -88,6 +92,7 @@ class BootstrapSpec:
                 for t in self.tables
             ],
             "slots": list(self.slots),
+            "retired_slots": list(self.retired_slots),
             "drop_objects_on_delete": self.drop_objects_on_delete,
         }
 
@@ -416,6 +421,18 @@ def inactive_slots(conn: Connection, slots: Sequence[str]) -> list[str]:
         s=list(slots),
     )
     return sorted(r[0] for r in rows)
+
+
+def drop_retired_slots(conn: Connection, spec: BootstrapSpec) -> list[str]:
+    """Drop each of ``spec.retired_slots`` nobody reads; the ones dropped.
+
+    A slot still read is left: its capture has not been removed yet (a deploy updates the
+    database stack before the one that removes the capture), and the next run drops it.
+    """
+    dropped = inactive_slots(conn, spec.retired_slots)
+    for slot in dropped:
+        conn.run("SELECT pg_drop_replication_slot(:s)", s=slot)
+    return dropped
 
 
 def teardown(conn: Connection, spec: BootstrapSpec) -> list[str]:

@@ -347,6 +347,42 @@ def test_delete_drop_objects_removes_publication_role_and_inactive_slots(
     ) == [[0]]
 
 
+def _slots(database: Database, slot: str) -> int:
+    rows = database.owner.run(
+        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = :s", s=slot
+    )
+    return int(rows[0][0])
+
+
+def test_update_retired_slot_nobody_reads_is_dropped(database: Database) -> None:
+    # The fan-out turned off: its stack removed Debezium Server, its slot would keep WAL.
+    slot = f"retired_{database.name}"
+    database.owner.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
+    props = database.props(database.spec(retired_slots=(slot,)))
+
+    response = handler.update(props, props)
+
+    assert response["Data"]["DroppedSlots"] == slot
+    assert _slots(database, slot) == 0
+
+
+def test_update_retired_slot_still_read_is_kept_for_a_later_run(database: Database) -> None:
+    # A deploy updates the database stack before the one that removes the capture.
+    slot = f"retired_{database.name}"
+    handler.create(database.props(database.spec()))
+    task = database.slot_reader(slot)
+    task.start()
+    props = database.props(database.spec(retired_slots=(slot,)))
+    try:
+        response = handler.update(props, props)
+        assert response["Data"]["DroppedSlots"] == ""
+        assert _slots(database, slot) == 1
+    finally:
+        task.stop()
+    assert handler.reconcile(props)["Data"]["DroppedSlots"] == slot
+    assert _slots(database, slot) == 0
+
+
 def test_on_event_unknown_request_type_raises() -> None:
     with pytest.raises(ValueError, match="unknown request type"):
         handler.on_event({"RequestType": "Upsert", "ResourceProperties": {}}, CONTEXT)

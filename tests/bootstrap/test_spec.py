@@ -25,6 +25,7 @@ SPEC = BootstrapSpec(
         TableSpec("public.orders", "DEFAULT", ("cdclake.signal", "cdclake.signal_fanout")),
     ),
     slots=("slot_lake", "slot_fanout"),
+    retired_slots=("slot_old",),
     drop_objects_on_delete=True,
 )
 
@@ -52,6 +53,7 @@ def test_bootstrap_spec_to_dict_is_plain_json_with_field_names() -> None:
             },
         ],
         "slots": ["slot_lake", "slot_fanout"],
+        "retired_slots": ["slot_old"],
         "drop_objects_on_delete": True,
     }
 
@@ -109,6 +111,7 @@ def test_bootstrap_spec_of_config_carries_every_table_with_its_captures(env: str
     )
     assert spec.signal_tables == (replication.signal_table, replication.fanout_signal_table)
     assert spec.slots == (replication.slot, replication.fanout_slot)
+    assert spec.retired_slots == ()  # both captures carry tables
     assert spec.drop_objects_on_delete == replication.drop_objects_on_delete
     assert [(t.name, t.replica_identity) for t in spec.tables] == [
         (t.name, t.replica_identity) for t in config.tables
@@ -123,6 +126,16 @@ def test_bootstrap_spec_of_config_carries_every_table_with_its_captures(env: str
 def test_bootstrap_spec_of_config_is_what_the_lambda_reads_back(env: str) -> None:
     payload = bootstrap_spec(load_config(env))
     assert BootstrapSpec.from_dict(json.loads(json.dumps(payload))).to_dict() == payload
+
+
+def test_bootstrap_spec_of_config_fanout_turned_off_retires_its_slot(tmp_path: Path) -> None:
+    raw = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+    raw["tables"] = [{**t, "fanout": False} for t in raw["tables"] if t.get("lake", True)]
+    raw.setdefault("fanout", {})["consumers"] = []
+    path = tmp_path / "no-fanout.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path=path)
+    assert bootstrap_spec(config)["retired_slots"] == [config.database.replication.fanout_slot]
 
 
 def test_bootstrap_spec_of_config_keeps_drop_objects_on_delete(tmp_path: Path) -> None:
