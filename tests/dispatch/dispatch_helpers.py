@@ -284,10 +284,12 @@ def lag_alarm_threshold(template: dict[str, Any], table: str) -> float:
     """The threshold (seconds) of the lag alarm on ``table`` in a synthesized template."""
     from cdclake_merge.metrics import LAG, TABLE
 
+    # The freshness alarm; the table's ChangeFilesExpiring alarm watches the same metric.
     found = [
         alarm["Properties"]
-        for alarm in template["Resources"].values()
+        for logical_id, alarm in template["Resources"].items()
         if alarm["Type"] == "AWS::CloudWatch::Alarm"
+        and "AlarmsLag" in logical_id
         and alarm["Properties"].get("MetricName") == LAG
         and {"Name": TABLE, "Value": table} in alarm["Properties"].get("Dimensions", [])
     ]
