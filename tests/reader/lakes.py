@@ -10,6 +10,8 @@ appends those to log files (data blocks and delete blocks) until compaction.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import random
 import shutil
@@ -60,6 +62,86 @@ class Lake:
         return sorted(p.name for p in (Path(self.root) / ".hoodie").glob(f"*{suffix}"))
 
 
+class _Writer:
+    """A table the merge writes: generated runs, then runs of updates and deletes."""
+
+    def __init__(self, spark: Any, base: Path, table: str, seed: int) -> None:
+        self.spark, self.table = spark, table
+        self.source, self.changes = base / "generated", base / "changes"
+        self.options = GeneratorOptions(events=600, seed=seed, keys=80, flush_size=60)
+        self.meta = generate_files(self.source, self.options)
+        self.fs = LocalFileSystem()
+        self.merge = MergeOptions(
+            table=table, key=KEY, changes=str(self.changes), column_types=self.meta["column_types"]
+        )
+        self.sim = Simulation(self.options)
+        self.rng = random.Random(seed + 1000)
+        self.update_runs = 0
+
+    def branch(self, base: Path) -> _Writer:
+        """A writer continuing from here on its own: the change files and the simulation
+        copied under ``base`` (the table is the caller's to copy)."""
+        other = copy.copy(self)
+        other.changes = base / "changes"
+        shutil.copytree(self.changes, other.changes)
+        other.merge = dataclasses.replace(self.merge, changes=str(other.changes))
+        other.sim, other.rng = copy.deepcopy(self.sim), copy.deepcopy(self.rng)
+        return other
+
+    def sink(self, warehouse: Path, table_type: str, partition_fields: tuple[str, ...]) -> Any:
+        return open_sink(
+            warehouse=str(warehouse),
+            table=self.table,
+            key=KEY,
+            fs=self.fs,
+            spark_factory=lambda: self.spark,
+            table_type=table_type,
+            partition_fields=partition_fields,
+            sync_catalog=False,  # the second reader reads files; the shared metastore stays clean
+        )
+
+    def generated(self, sink: Any, runs: int) -> list[RunResult]:
+        results = []
+        for batch in delivery_batches(self.source, runs):
+            for path in batch:
+                target = self.changes / path.relative_to(self.source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, target)
+            results.append(run_merge(lambda: self.spark, self.fs, sink, self.merge))
+        self.sim.run()  # the same seed: the source table the generated files end with
+        return results
+
+    def updates(self, sink: Any, runs: int, *, move_partitions: bool) -> list[RunResult]:
+        results = []
+        topic = self.meta["topic"]
+        folder = self.changes / "topics" / topic / "partition=0"
+        for _ in range(runs):
+            lines = _updates_and_deletes(self.sim, self.rng, move_partitions=move_partitions)
+            offset = 9_000_000 + self.update_runs * 1000
+            (folder / f"{topic}+0+{offset:010d}.json").write_text(
+                "".join(f"{line}\n" for line in lines)
+            )
+            self.update_runs += 1
+            results.append(run_merge(lambda: self.spark, self.fs, sink, self.merge))
+        return results
+
+    def lake(self, sink: Any, warehouse: Path, results: list[RunResult]) -> Lake:
+        state = sink.load()
+        live = sink.read_live(self.spark, state)
+        rows = [] if live is None else [json.loads(r) for r in rows_as_json(live, KEY)]
+        return Lake(
+            table=self.table,
+            table_type=sink.table_type,
+            partition_fields=tuple(sink.partition_fields),
+            warehouse=str(warehouse),
+            root=sink.root,
+            key=tuple(state.checkpoint["key"]),
+            columns=state.columns,
+            spark_rows=rows,
+            results=tuple(results),
+        )
+
+
 def build_lake(
     spark: Any,
     base: Path,
@@ -70,59 +152,47 @@ def build_lake(
     generated_runs: int,
     update_runs: int,
     partition_fields: tuple[str, ...] = (),
-    move_partitions: bool = False,
 ) -> Lake:
     """Generated events merged in ``generated_runs`` runs, then ``update_runs`` runs of updates
-    and deletes only. ``move_partitions`` lets some updates flip ``active``."""
-    source, changes = base / "generated", base / "changes"
-    options = GeneratorOptions(events=600, seed=seed, keys=80, flush_size=60)
-    meta = generate_files(source, options)
-    fs = LocalFileSystem()
-    table = f"reader.{name}"
-    sink = open_sink(
-        warehouse=str(base / "warehouse"),
-        table=table,
-        key=KEY,
-        fs=fs,
-        spark_factory=lambda: spark,
-        table_type=table_type,
-        partition_fields=partition_fields,
-        sync_catalog=False,  # the second reader reads files; the shared metastore stays clean
-    )
-    merge = MergeOptions(
-        table=table, key=KEY, changes=str(changes), column_types=meta["column_types"]
-    )
-    results = []
-    for batch in delivery_batches(source, generated_runs):
-        for path in batch:
-            target = changes / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
-        results.append(run_merge(lambda: spark, fs, sink, merge))
-    sim = Simulation(options)
-    sim.run()  # the same seed: the source table the generated files end with
-    rng = random.Random(seed + 1000)
-    for run in range(update_runs):
-        lines = _updates_and_deletes(sim, rng, move_partitions=move_partitions)
-        folder = changes / "topics" / meta["topic"] / "partition=0"
-        (folder / f"{meta['topic']}+0+{9_000_000 + run * 1000:010d}.json").write_text(
-            "".join(f"{line}\n" for line in lines)
-        )
-        results.append(run_merge(lambda: spark, fs, sink, merge))
-    state = sink.load()
-    live = sink.read_live(spark, state)
-    rows = [] if live is None else [json.loads(r) for r in rows_as_json(live, KEY)]
-    return Lake(
-        table=table,
-        table_type=table_type,
-        partition_fields=partition_fields,
-        warehouse=str(base / "warehouse"),
-        root=sink.root,  # type: ignore[attr-defined]
-        key=tuple(state.checkpoint["key"]),
-        columns=state.columns,
-        spark_rows=rows,
-        results=tuple(results),
-    )
+    and deletes only."""
+    writer = _Writer(spark, base, f"reader.{name}", seed)
+    warehouse = base / "warehouse"
+    sink = writer.sink(warehouse, table_type, partition_fields)
+    results = writer.generated(sink, generated_runs)
+    results += writer.updates(sink, update_runs, move_partitions=False)
+    return writer.lake(sink, warehouse, results)
+
+
+def build_lake_and_moved_copy(
+    spark: Any,
+    base: Path,
+    *,
+    name: str,
+    table_type: str,
+    seed: int,
+    generated_runs: int,
+    update_runs: int,
+    partition_fields: tuple[str, ...],
+    moved_after: int,
+    moving_runs: int,
+) -> tuple[Lake, Lake]:
+    """:func:`build_lake`'s table, and a copy of it taken after ``moved_after`` of its update
+    runs and merged ``moving_runs`` runs whose updates also flip ``active`` (rows moving
+    partition): the copy shares the first table's runs instead of writing its own from the
+    start."""
+    writer = _Writer(spark, base, f"reader.{name}", seed)
+    warehouse = base / "warehouse"
+    sink = writer.sink(warehouse, table_type, partition_fields)
+    results = writer.generated(sink, generated_runs)
+    results += writer.updates(sink, moved_after, move_partitions=False)
+    branch = writer.branch(base / "moved")
+    moved_warehouse = base / "moved" / "warehouse"
+    shutil.copytree(warehouse, moved_warehouse)
+    moved_sink = branch.sink(moved_warehouse, table_type, partition_fields)
+    moved = results + branch.updates(moved_sink, moving_runs, move_partitions=True)
+
+    results += writer.updates(sink, update_runs - moved_after, move_partitions=False)
+    return writer.lake(sink, warehouse, results), branch.lake(moved_sink, moved_warehouse, moved)
 
 
 def _updates_and_deletes(

@@ -18,7 +18,7 @@ from cdclake.lake_reader import (
     read_live_rows,
     rows_from_batches,
 )
-from tests.reader.lakes import Lake, build_lake
+from tests.reader.lakes import Lake, build_lake, build_lake_and_moved_copy
 
 SEED = 7
 
@@ -123,19 +123,24 @@ def cow_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lake:  # type: 
 
 
 @pytest.fixture(scope="session")
-def partitioned_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lake:  # type: ignore[no-untyped-def]
-    return _lake(
-        spark, tmp_path_factory, "part", table_type="MERGE_ON_READ",
-        partition_fields=("active",), generated_runs=2, update_runs=2,
+def partitioned_lakes(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, Lake]:  # type: ignore[no-untyped-def]
+    # The moved lake is the partitioned one copied after its first update run and merged once
+    # with rows moving: 4 delta commits each, so inline compaction (every 5) has not run.
+    return build_lake_and_moved_copy(
+        spark, tmp_path_factory.mktemp("part"), name="part", seed=SEED,
+        table_type="MERGE_ON_READ", partition_fields=("active",), generated_runs=2,
+        update_runs=2, moved_after=1, moving_runs=1,
     )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
-def moved_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lake:  # type: ignore[no-untyped-def]
-    return _lake(
-        spark, tmp_path_factory, "moved", table_type="MERGE_ON_READ",
-        partition_fields=("active",), generated_runs=2, update_runs=2, move_partitions=True,
-    )  # fmt: skip
+def partitioned_lake(partitioned_lakes: tuple[Lake, Lake]) -> Lake:
+    return partitioned_lakes[0]
+
+
+@pytest.fixture(scope="session")
+def moved_lake(partitioned_lakes: tuple[Lake, Lake]) -> Lake:
+    return partitioned_lakes[1]
 
 
 def _assert_same_rows(lake: Lake) -> None:
