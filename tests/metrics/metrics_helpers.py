@@ -91,12 +91,17 @@ def statistics(
     return {k: float(point[k]) for k in ("Sum", "Minimum", "Maximum", "SampleCount")}
 
 
+LAKE_ALARM_KINDS = ("Lag", "ChangeFilesExpiring", "Quarantined")
+
+
 def lake_alarms(template: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
-    """The template's alarms on ``table``'s lake metrics, by metric name."""
+    """The template's alarms on ``table``'s lake metrics, by their construct in LakeAlarms
+    (``Lag``, ``ChangeFilesExpiring``, ``Quarantined``: two of them watch LagSeconds)."""
     found = {}
-    for resource in template["Resources"].values():
+    for logical_id, resource in template["Resources"].items():
         props = resource["Properties"] if resource["Type"] == "AWS::CloudWatch::Alarm" else {}
         dims = {d["Name"]: d["Value"] for d in props.get("Dimensions", ())}
         if props.get("Namespace") == metrics.NAMESPACE and dims.get(metrics.TABLE) == table:
-            found[props["MetricName"]] = props
+            construct = logical_id.removeprefix("LakeAlarms")
+            found[next(k for k in LAKE_ALARM_KINDS if construct.startswith(k))] = props
     return found

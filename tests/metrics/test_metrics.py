@@ -164,11 +164,12 @@ def test_metrics_units_are_seconds_and_counts_as_the_alarms_expect(
         runs = 1 if name == metrics.LAG else 2  # the run with nothing new publishes no lag
         assert statistics(cloudwatch, name, "dev", TABLE, unit=unit)["SampleCount"] == runs, name
     alarms = lake_alarms(synth("dev").template("operations"), TABLE)
-    assert set(alarms) == {metrics.LAG, metrics.QUARANTINED}
-    for name, alarm in alarms.items():
-        assert alarm.get("Unit", PUBLISHED_UNITS[name]) == PUBLISHED_UNITS[name], name
+    assert set(alarms) == {"Lag", "ChangeFilesExpiring", "Quarantined"}
+    for kind, alarm in alarms.items():
+        unit = PUBLISHED_UNITS[alarm["MetricName"]]
+        assert alarm.get("Unit", unit) == unit, kind
     # The lag alarm compares seconds with its objective, which is also its period (seconds).
-    lag = alarms[metrics.LAG]
+    lag = alarms["Lag"]
     assert (lag["Statistic"], lag["Threshold"]) == ("Maximum", lag["Period"])
     first = two_runs["runs"][0]
     published = statistics(cloudwatch, metrics.LAG, "dev", TABLE, unit="Seconds")["Minimum"]
