@@ -105,6 +105,7 @@ def fanout_template(config: EnvironmentConfig) -> dict[str, Any]:
         stack,
         "FanOut",
         fanout=config.fanout,
+        prefix=config.prefix,
         tables=config.fanout_tables,
         encryption_key=kms.Key(stack, "Key"),
         bus=events.EventBus(stack, "Bus"),
