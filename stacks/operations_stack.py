@@ -3,18 +3,16 @@ after every stack."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from connectors.configs import broker_count, connector_name, topic_name
 from environment.config import EnvironmentConfig
 from stacks.capture_stack import CaptureStack
+from stacks.components.capture_restarts import grant_capture_restarts
 from stacks.components.change_streams import stream_name
 from stacks.components.credential_refresh import CredentialRefresh
 from stacks.components.dashboard import (
@@ -30,7 +28,6 @@ from stacks.components.fanout_function import failed_records_alarm_name
 from stacks.components.fanout_function import function_name as fanout_function_name
 from stacks.components.lake_alarms import LakeAlarms
 from stacks.components.merge_job_failures import MergeJobFailures
-from stacks.components.nag import acknowledge_wildcards
 from stacks.database_stack import DatabaseStack
 from stacks.fanout_stack import FanOutStack
 from stacks.lake_stack import LakeStack
@@ -151,8 +148,8 @@ class OperationsStack(cdk.Stack):
             alarm_topic=alarm_topic,
             retain=retain,
         )
-        self._grant_credential_refresh(
-            self.credential_refresh.function, connector_names=connectors, services=services
+        grant_capture_restarts(
+            self.credential_refresh.function, connectors=connectors, services=services
         )
 
         name = config.resource_name("pipeline")
@@ -162,58 +159,4 @@ class OperationsStack(cdk.Stack):
             "DashboardUrl",
             value=f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}"
             f"#dashboards:name={name}",
-        )
-
-    def _grant_credential_refresh(
-        self,
-        function: lambda_.Function,
-        *,
-        connector_names: Sequence[str],
-        services: Sequence[tuple[str, str]],
-    ) -> None:
-        """Restarting the captures and nothing else: the named connectors and the services."""
-        if connector_names:
-            # ListConnectors has no resource-level permission; the calls that change anything
-            # are limited to the named connectors (any revision: connector/<name>/<uuid>).
-            function.add_to_role_policy(
-                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
-            )
-            function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["kafkaconnect:RestartConnector"],
-                    resources=[
-                        self.format_arn(
-                            service="kafkaconnect",
-                            resource="connector",
-                            resource_name=f"{name}/*",
-                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                        for name in connector_names
-                    ],
-                )
-            )
-        if services:
-            function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["ecs:UpdateService"],
-                    resources=[
-                        self.format_arn(
-                            service="ecs",
-                            resource="service",
-                            resource_name=f"{cluster}/{service}",
-                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                        for cluster, service in services
-                    ],
-                )
-            )
-        assert function.role is not None  # the function creates its own role
-        acknowledge_wildcards(
-            function.role,
-            {
-                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
-                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
-                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
-                ),
-            },
         )

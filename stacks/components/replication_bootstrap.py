@@ -10,7 +10,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -22,12 +21,12 @@ from constructs import Construct
 
 from environment.config import DatabaseConfig
 from environment.replication import BootstrapPayload
+from stacks.components.capture_restarts import grant_capture_restarts
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import log_group
 from stacks.components.nag import (
     LAMBDA_LOGS_FINDING,
     acknowledge,
-    acknowledge_wildcards,
     managed_policy_finding,
 )
 from stacks.components.python_bundling import python_code
@@ -264,51 +263,8 @@ class ReplicationBootstrap(Construct):
 
     def _grant_restarts(self, captures: Sequence[Mapping[str, str]]) -> None:
         """Restarting the named captures and nothing else."""
-        stack = cdk.Stack.of(self)
-        connectors = [c["connector"] for c in captures if "connector" in c]
-        services = [(c["cluster"], c["service"]) for c in captures if "service" in c]
-        if connectors:
-            # ListConnectors has no resource-level permission; the restart is limited to the
-            # named connectors (any revision: connector/<name>/<uuid>).
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(actions=["kafkaconnect:ListConnectors"], resources=["*"])
-            )
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["kafkaconnect:RestartConnector"],
-                    resources=[
-                        stack.format_arn(
-                            service="kafkaconnect",
-                            resource="connector",
-                            resource_name=f"{name}/*",
-                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                        for name in connectors
-                    ],
-                )
-            )
-        if services:
-            self.function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["ecs:UpdateService"],
-                    resources=[
-                        stack.format_arn(
-                            service="ecs",
-                            resource="service",
-                            resource_name=f"{cluster}/{service}",
-                            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                        for cluster, service in services
-                    ],
-                )
-            )
-        assert self.function.role is not None  # the function creates its own role
-        acknowledge_wildcards(
-            self.function.role,
-            {
-                r"^Resource::\*$": "kafkaconnect:ListConnectors has no resource-level permission",
-                r"^Resource::arn:.*:kafkaconnect:.*:connector/.+/\*$": (
-                    "a connector's ARN ends in an id MSK Connect assigns; its name is fixed"
-                ),
-            },
+        grant_capture_restarts(
+            self.function,
+            connectors=[c["connector"] for c in captures if "connector" in c],
+            services=[(c["cluster"], c["service"]) for c in captures if "service" in c],
         )
