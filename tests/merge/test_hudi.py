@@ -64,20 +64,32 @@ def cow(spark, tmp_path: Path) -> Lake:  # type: ignore[no-untyped-def]
     return Lake(spark, tmp_path)
 
 
+@pytest.fixture(scope="module", params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def two_runs(
+    spark, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Lake:  # type: ignore[no-untyped-def]
+    """A first load, then a run updating a stored row (1), inserting one with a column the
+    table lacks (4) and deleting a stored row (5); row 2 is left as loaded. Several tests
+    judge it and none writes to it."""
+    lake = Lake(spark, tmp_path_factory.mktemp("two-runs"), table_type=request.param)
+    lake.write("a.json", [c(1, 10), c(2, 11), c(3, 12), d(3, 13), c(5, 14)])
+    lake.merge()
+    lake.write("b.json", [c(1, 20, name="again"), c(4, 21, email="b@x"), d(5, 22)])
+    lake.merge()
+    return lake
+
+
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_hudi_added_column_is_stored_after_existing_columns(lake: Lake) -> None:
-    lake.write("a.json", [c(1, 10)])
-    lake.merge()
-    lake.write("b.json", [c(2, 20, email="b@x")])
-    lake.merge()
-    stored = lake.spark.read.format("hudi").load(lake.sink.root).columns  # type: ignore[attr-defined]
+def test_hudi_added_column_is_stored_after_existing_columns(two_runs: Lake) -> None:
+    stored = two_runs.spark.read.format("hudi").load(two_runs.sink.root).columns  # type: ignore[attr-defined]
     assert stored[-2:] == ["_hoodie_is_deleted", "email"]
-    catalog = lake.spark.table(lake.table).columns
+    catalog = two_runs.spark.table(two_runs.table).columns
     assert catalog[-1] == "email" and "_cdc_order" in catalog
-    assert lake.visible() == [
-        {"id": 1, "name": "n1", "email": None},
-        {"id": 2, "name": "n2", "email": "b@x"},
+    assert two_runs.visible() == [
+        {"id": 1, "name": "again", "email": None},
+        {"id": 2, "name": "n2", "email": None},
+        {"id": 4, "name": "n4", "email": "b@x"},
     ]
 
 
@@ -156,13 +168,9 @@ def test_hudi_catalog_syncs_only_when_schema_changes(cow: Lake) -> None:
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_hudi_delete_in_later_run_removes_the_row_from_hudi(lake: Lake) -> None:
-    lake.write("a.json", [c(1, 10), c(2, 11)])
-    lake.merge()
-    lake.write("b.json", [d(1, 20)])
-    lake.merge()
-    rows = _hudi_rows(lake)
-    assert [r["id"] for r in rows] == [2]
+def test_hudi_delete_in_later_run_removes_the_row_from_hudi(two_runs: Lake) -> None:
+    rows = _hudi_rows(two_runs)
+    assert sorted(r["id"] for r in rows) == [1, 2, 4]
     assert not any(r["_hoodie_is_deleted"] for r in rows)
 
 
@@ -517,25 +525,18 @@ def _operations(lake: Lake) -> list[str]:
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_hudi_first_load_is_bulk_inserted_and_later_runs_upsert(lake: Lake) -> None:
-    lake.write("a.json", [c(1, 10), c(2, 11), c(3, 12), d(3, 13)])
-    lake.merge()
-    lake.write("b.json", [c(1, 20, name="again"), c(4, 21)])
-    lake.merge()
-    assert _operations(lake) == ["BULK_INSERT", "UPSERT"]
+def test_hudi_first_load_is_bulk_inserted_and_later_runs_upsert(two_runs: Lake) -> None:
+    assert _operations(two_runs) == ["BULK_INSERT", "UPSERT"]
     # The record index knows the bulk-inserted keys: key 1 is updated, not written twice.
-    rows = sorted((r["id"], r["name"]) for r in _hudi_rows(lake))
+    rows = sorted((r["id"], r["name"]) for r in _hudi_rows(two_runs))
     assert rows == [(1, "again"), (2, "n2"), (4, "n4")]
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_hudi_base_files_of_bulk_insert_and_upsert_are_zstd_compressed(cow: Lake) -> None:
-    cow.write("a.json", [c(1, 10), c(2, 11)])
-    cow.merge()
-    cow.write("b.json", [c(1, 20, name="again")])
-    cow.merge()
-    root = Path(cow.sink.root)  # type: ignore[attr-defined]
+@pytest.mark.parametrize("two_runs", ["COPY_ON_WRITE"], indirect=True)
+def test_hudi_base_files_of_bulk_insert_and_upsert_are_zstd_compressed(two_runs: Lake) -> None:
+    root = Path(two_runs.sink.root)  # type: ignore[attr-defined]
     files = [p for p in root.rglob("*.parquet") if ".hoodie" not in p.parts]
     codecs = {pq.ParquetFile(p).metadata.row_group(0).column(0).compression for p in files}
     # A base file's name ends with the instant that wrote it: files of both commits.
