@@ -164,43 +164,58 @@ def test_hudi_options_archive_merges_small_files() -> None:
 # --- on real Hudi 0.15 ----------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
-def lake(spark, tmp_path: Path, request: pytest.FixtureRequest) -> Lake:  # type: ignore[no-untyped-def]
-    return Lake(spark, tmp_path, table_type=request.param)
+@dataclass(frozen=True)
+class Restored:
+    """Two runs (the first savepointed), a restore to the savepoint and the run after it."""
+
+    first: Any  # the runs' RunResults
+    second: Any
+    savepoints: list[str]  # after the second run
+    caught_up: list[dict[str, Any]]  # the rows after the second run
+    restored_version: int
+    visible_after_restore: list[dict[str, Any]]
+    again: Any
+    visible_after_again: list[dict[str, Any]]
 
 
-@pytest.mark.spark
-@pytest.mark.hudi
-def test_recovery_first_commit_is_savepointed_and_the_second_the_same_day_is_not(
-    spark,  # type: ignore[no-untyped-def]
-    tmp_path: Path,
-) -> None:
-    lake = Lake(spark, tmp_path, table_type="MERGE_ON_READ")  # the type vendors doubt
+@pytest.fixture(scope="module", params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def restored(
+    spark, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Restored:  # type: ignore[no-untyped-def]
+    """One table's savepoint, restore and catch-up, each judged by its own test."""
+    lake = Lake(spark, tmp_path_factory.mktemp("restored"), table_type=request.param)
     lake.write("0.json", [c(1, 10), c(2, 11)])
-    first = lake.merge()
-    lake.write("1.json", [u(1, 20, "one")])
-    second = lake.merge()
-    assert first.savepoint_created is not None
-    assert second.savepoint_created is None
-    assert lake.sink.savepoints() == [first.savepoint_created]
-
-
-@pytest.mark.spark
-@pytest.mark.hudi
-def test_recovery_restore_rolls_back_then_next_run_catches_up(lake: Lake) -> None:
-    lake.write("0.json", [c(1, 10), c(2, 11)])
-    lake.merge()  # savepointed
+    first = lake.merge()  # savepointed
     lake.write("1.json", [u(1, 20, "one"), c(3, 21)])
-    lake.merge()
+    second = lake.merge()
+    savepoints = lake.sink.savepoints()
     caught_up = lake.visible()
-
-    restored = lake.sink.restore(lake.spark, None)
-
-    assert restored.version == 1
-    assert lake.visible() == [{"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}]
+    version = lake.sink.restore(lake.spark, None).version
+    after_restore = lake.visible()
     again = lake.merge()  # the change file after the savepoint is applied again
-    assert again.files_applied == 1
-    assert lake.visible() == caught_up
+    return Restored(
+        first, second, savepoints, caught_up, version, after_restore, again, lake.visible()
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.parametrize("restored", ["MERGE_ON_READ"], indirect=True)  # the type vendors doubt
+def test_recovery_first_commit_is_savepointed_and_the_second_the_same_day_is_not(
+    restored: Restored,
+) -> None:
+    assert restored.first.savepoint_created is not None
+    assert restored.second.savepoint_created is None
+    assert restored.savepoints == [restored.first.savepoint_created]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_recovery_restore_rolls_back_then_next_run_catches_up(restored: Restored) -> None:
+    assert restored.restored_version == 1
+    assert restored.visible_after_restore == [{"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}]
+    assert restored.again.files_applied == 1
+    assert restored.visible_after_again == restored.caught_up
 
 
 @dataclass(frozen=True)
