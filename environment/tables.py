@@ -3,7 +3,7 @@ and the lake settings of its own that override the lake's."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -18,6 +18,13 @@ from environment.fields import (
     WorkerType,
 )
 from environment.names import merge_job_prefix
+
+# What a lake table does when a stored column changes type in a way Hudi cannot take in place
+# (docs/merge-job.md "Schema changes"): rebuild it beside the live table, or stop (park) it.
+SchemaChangePolicy = Literal["rebuild", "stop"]
+# What the next rebuild does with a column the source dropped: keep it (null in later rows,
+# as between rebuilds) or leave it out of the rebuilt table.
+DropColumnsPolicy = Literal["keep", "drop"]
 
 
 class FanOutRouting(ConfigModel):
@@ -86,6 +93,19 @@ class TableConfig(ConfigModel):
         ),
     )
 
+    schema_changes: SchemaChangePolicy = Field(
+        default="rebuild",
+        description=(
+            "a type change the lake table cannot take in place: rebuild the table beside the "
+            "live one (it keeps serving meanwhile), or stop: park the table and page"
+        ),
+    )
+    drop_columns: DropColumnsPolicy = Field(
+        default="keep",
+        description="a column dropped at the source: kept (null in later rows) or dropped "
+        "from the lake at the table's next rebuild",
+    )
+
     @model_validator(mode="after")
     def _columns_consistent(self) -> TableConfig:
         excluded_keys = sorted(set(self.primary_key) & set(self.exclude_columns))
@@ -104,6 +124,9 @@ class TableConfig(ConfigModel):
             raise ValueError("retain_hours keeps lake file versions: the table has lake: false")
         if "expected_rows" in self.model_fields_set and not self.lake:
             raise ValueError("expected_rows sizes the lake table: the table has lake: false")
+        for policy in ("schema_changes", "drop_columns"):
+            if policy in self.model_fields_set and not self.lake:
+                raise ValueError(f"{policy} governs the lake table: the table has lake: false")
         if self.glue_job.model_fields_set and not self.lake:
             raise ValueError("glue_job sizes the lake's merge: the table has lake: false")
         return self
