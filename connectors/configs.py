@@ -379,7 +379,7 @@ def environment_variables(properties: Mapping[str, str]) -> dict[str, str]:
 
 def broker_count(config: EnvironmentConfig) -> int:
     """MSK places ``brokers_per_az`` brokers in each of the VPC's AZs."""
-    return config.network.max_azs * config.msk.brokers_per_az
+    return config.network.az_count * config.msk.brokers_per_az
 
 
 def replication_factor(config: EnvironmentConfig) -> int:

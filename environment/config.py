@@ -26,11 +26,76 @@ class ConfigError(ValueError):
     """An environment file that cannot be used; the message names file, field and reason."""
 
 
+def _aws_id(value: str, prefix: str, what: str) -> str:
+    """``value`` if it is an EC2 id of the form ``<prefix>-`` and 8 or 17 hex digits."""
+    if not re.fullmatch(rf"{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})", value):
+        raise ValueError(f"must be {what} id, {prefix}- and 8 or 17 hex digits")
+    return value
+
+
+class ExistingNetwork(ConfigModel):
+    """A VPC the environment is placed in instead of creating its own (nothing of it is
+    changed: no subnets, routes, NAT, gateways, endpoints or flow logs are added)."""
+
+    vpc_id: str
+    availability_zones: list[str] = Field(min_length=2, max_length=3)
+    private_subnet_ids: list[str] = Field(
+        min_length=2,
+        max_length=3,
+        description="one private subnet with a route out (NAT) per zone, in the zones' order",
+    )
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc_id(cls, value: str) -> str:
+        return _aws_id(value, "vpc", "a VPC")
+
+    @field_validator("private_subnet_ids")
+    @classmethod
+    def _subnet_ids(cls, value: list[str]) -> list[str]:
+        for subnet in value:
+            try:
+                _aws_id(subnet, "subnet", "a subnet")
+            except ValueError as exc:
+                raise ValueError(f"{subnet!r} {exc}") from None
+        if len(set(value)) != len(value):
+            raise ValueError("a subnet is listed twice")
+        return value
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _zones(cls, value: list[str]) -> list[str]:
+        for zone in value:
+            if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", zone):
+                raise ValueError(f"{zone!r} is not an availability zone name, e.g. eu-west-1a")
+        if len(set(value)) != len(value):
+            raise ValueError("a zone is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _subnet_per_zone(self) -> ExistingNetwork:
+        # The brokers take one client subnet per zone, and MSK wants as many brokers per zone.
+        if len(self.private_subnet_ids) != len(self.availability_zones):
+            raise ValueError(
+                f"private_subnet_ids: {len(self.private_subnet_ids)} subnets for "
+                f"{len(self.availability_zones)} availability_zones: give one per zone, in the "
+                f"zones' order"
+            )
+        return self
+
+
+# Settings of a VPC the stack creates: with network.existing they would silently do nothing.
+CREATED_NETWORK_FIELDS = ("cidr", "max_azs", "nat_gateways", "flow_log_retention")
+
+
 class NetworkConfig(ConfigModel):
     cidr: str = "10.20.0.0/16"
     max_azs: int = Field(default=2, ge=2, le=3)
     nat_gateways: int = Field(default=1, ge=1, le=3)
     flow_log_retention: LogRetention = "ONE_MONTH"
+    existing: ExistingNetwork | None = Field(
+        default=None, description="place the environment in this VPC instead of creating one"
+    )
 
     @field_validator("cidr")
     @classmethod
@@ -38,6 +103,21 @@ class NetworkConfig(ConfigModel):
         if not re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}/(1[6-9]|2[0-4])", value):
             raise ValueError("must be an IPv4 CIDR between /16 and /24, e.g. 10.20.0.0/16")
         return value
+
+    @model_validator(mode="after")
+    def _nothing_of_a_created_vpc(self) -> NetworkConfig:
+        given = [f for f in CREATED_NETWORK_FIELDS if f in self.model_fields_set]
+        if self.existing is not None and given:
+            raise ValueError(
+                f"{', '.join(given)}: only for a VPC the stack creates, and network.existing "
+                f"is set: remove them"
+            )
+        return self
+
+    @property
+    def az_count(self) -> int:
+        """Availability zones the environment spans (the brokers take one subnet in each)."""
+        return len(self.existing.availability_zones) if self.existing else self.max_azs
 
 
 class ReplicationConfig(ConfigModel):
@@ -95,6 +175,59 @@ class DatabaseAlarms(ConfigModel):
     transaction_logs_disk_usage_bytes: int = Field(default=10 * 1024**3, ge=1)
 
 
+SECRET_ARN = re.compile(
+    r"arn:aws[a-z-]*:secretsmanager:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):secret:"
+    r"[A-Za-z0-9/_+=.@!-]+-[A-Za-z0-9]{6}"
+)
+
+
+class ExistingDatabase(ConfigModel):
+    """An Aurora PostgreSQL (or RDS Multi-AZ PostgreSQL) cluster the environment captures
+    instead of creating one. The stacks never modify, snapshot or delete it: they open its
+    port to their own security groups and connect as its master user to prepare replication."""
+
+    cluster_identifier: Annotated[
+        str, StringConstraints(pattern=r"^[a-zA-Z][a-zA-Z0-9]*(-[a-zA-Z0-9]+)*$", max_length=63)
+    ]
+    endpoint: Annotated[
+        str,
+        StringConstraints(
+            pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$"
+        ),
+    ] = Field(description="the cluster (writer) endpoint: logical replication needs the writer")
+    port: int = Field(ge=1150, le=65535)
+    security_group_id: str
+    master_secret_arn: str = Field(
+        description="complete ARN (with its 6-character suffix) of a secret holding the master "
+        "user's username and password; read only"
+    )
+
+    @field_validator("security_group_id")
+    @classmethod
+    def _security_group_id(cls, value: str) -> str:
+        return _aws_id(value, "sg", "a security group")
+
+    @field_validator("master_secret_arn")
+    @classmethod
+    def _secret_arn(cls, value: str) -> str:
+        if not SECRET_ARN.fullmatch(value):
+            raise ValueError(
+                "must be a Secrets Manager secret's complete ARN, "
+                "arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>"
+            )
+        return value
+
+
+# Settings of a cluster the stack creates: with database.existing the cluster's own
+# configuration decides them (and `cdclake doctor` checks what replication needs).
+CREATED_CLUSTER_FIELDS = ("engine_version", "instance_class", "instances", "backup_retention_days")
+CREATED_CLUSTER_PARAMETERS = (
+    "max_replication_slots",
+    "max_wal_senders",
+    "max_slot_wal_keep_size_mb",
+)
+
+
 class DatabaseConfig(ConfigModel):
     name: Identifier = "app"
     engine_version: Annotated[str, StringConstraints(pattern=r"^16\.\d+$")] = "16.13"
@@ -111,6 +244,26 @@ class DatabaseConfig(ConfigModel):
     )
     replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
     alarms: DatabaseAlarms = Field(default_factory=DatabaseAlarms)
+    existing: ExistingDatabase | None = Field(
+        default=None, description="capture this cluster instead of creating one"
+    )
+
+    @model_validator(mode="after")
+    def _nothing_of_a_created_cluster(self) -> DatabaseConfig:
+        if self.existing is None:
+            return self
+        given = [f for f in CREATED_CLUSTER_FIELDS if f in self.model_fields_set] + [
+            f"replication.{f}"
+            for f in CREATED_CLUSTER_PARAMETERS
+            if f in self.replication.model_fields_set
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: only for a cluster the stack creates, and "
+                f"database.existing is set: remove them (`cdclake doctor` checks the cluster's "
+                f"own settings)"
+            )
+        return self
 
     @property
     def parameter_group_family(self) -> str:
@@ -266,6 +419,39 @@ class EnvironmentConfig(ConfigModel):
                     f"turns"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _existing_consistent(self) -> EnvironmentConfig:
+        network, database = self.network.existing, self.database.existing
+        if database is not None and network is None:
+            raise ValueError(
+                "database.existing needs network.existing: the stacks reach the cluster from "
+                "its own VPC, so give that VPC's id, zones and private subnets"
+            )
+        if network is not None:
+            foreign = [z for z in network.availability_zones if z[:-1] != self.region]
+            if foreign:
+                raise ValueError(
+                    f"network.existing.availability_zones: {foreign} not in the environment's "
+                    f"region {self.region}"
+                )
+        if database is not None:
+            arn = SECRET_ARN.fullmatch(database.master_secret_arn)
+            assert arn is not None  # the field's own validator matched it
+            for part, own in (("region", self.region), ("account", self.account)):
+                if arn[part] != own:
+                    raise ValueError(
+                        f"database.existing.master_secret_arn: {part} {arn[part]} is not the "
+                        f"environment's {part} {own}"
+                    )
+        return self
+
+    @property
+    def cluster_identifier(self) -> str:
+        """The database cluster the environment captures: the existing one, or the one the
+        database stack creates."""
+        existing = self.database.existing
+        return existing.cluster_identifier if existing else self.resource_name("aurora")
 
     @property
     def lake_tables(self) -> list[TableConfig]:

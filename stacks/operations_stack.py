@@ -100,7 +100,7 @@ class OperationsStack(cdk.Stack):
             "Dashboard",
             dashboard_name=config.resource_name("pipeline"),
             database=WatchedDatabase(
-                cluster_identifier=config.resource_name("aurora"),  # as DatabaseStack names it
+                cluster_identifier=config.cluster_identifier,
                 alarms=config.database.alarms,
             ),
             capture=WatchedCapture(
