@@ -64,7 +64,15 @@ def local_targets(config: EnvironmentConfig) -> list[Target]:
     targets = []
     for table in config.lake_tables:
         place = local_place(config, table.name)
-        targets.append(Target(table.name, place.lake_table, place.warehouse, place.changes))
+        targets.append(
+            Target(
+                table.name,
+                place.lake_table,
+                place.warehouse,
+                place.changes,
+                schema_changes=table.schema_changes,
+            )
+        )
     return targets
 
 

@@ -236,7 +236,7 @@ class LakeConfig(ConfigModel):
             services["compaction_io_mb"] = self.glue_job_of(table).compaction_io_mb()
         return services
 
-    def dispatch_of(self, table: TableConfig) -> dict[str, int]:
+    def dispatch_of(self, table: TableConfig) -> dict[str, int | str]:
         """The dispatcher's bounds of a run of the table (the Glue job's arguments of these
         names, which the script ignores): at least min_workers, and an executor per what one
         merges at the measured incremental rate within the table's freshness objective or half
@@ -244,11 +244,13 @@ class LakeConfig(ConfigModel):
         more; on MERGE_ON_READ also per what one compacts in that time of the compaction's
         budget, on the runs whose inline compaction is due. With them, what decides when a run
         is due: the table's objective, Glue's expected start and what an executor merges a
-        second (``cdclake_merge.dispatch.due_at``)."""
+        second (``cdclake_merge.dispatch.due_at``). A table whose ``schema_changes`` is
+        ``stop`` says so (the dispatcher parks it on a type change that needs a rebuild); the
+        default, ``rebuild``, is left out, so jobs defined before the policy read as it."""
         job = self.glue_job_of(table)
         seconds = min(self.freshness_of(table) * 60, job.timeout_minutes * 60 * RUN_TIMEOUT_SHARE)
         vcpus = WORKER_VCPUS[job.worker_type]
-        sizing = {
+        sizing: dict[str, int | str] = {
             "dispatch_min_workers": job.min_workers,
             "dispatch_bytes_per_executor": int(vcpus * seconds * MERGE_BYTES_PER_VCPU_SECOND),
             # When a run is due: the objective, Glue's start and an executor's rate.
@@ -259,6 +261,8 @@ class LakeConfig(ConfigModel):
         if table.hudi_table_type == "MERGE_ON_READ":
             compacted = int(vcpus * seconds * COMPACTION_BYTES_PER_VCPU_SECOND)
             sizing["dispatch_compaction_bytes_per_executor"] = compacted
+        if table.schema_changes != "rebuild":
+            sizing["dispatch_schema_changes"] = table.schema_changes
         return sizing
 
     def freshness_of(self, table: TableConfig) -> int:

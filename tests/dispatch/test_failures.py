@@ -94,11 +94,11 @@ def test_failures_of_type_that_cannot_widen_is_deterministic() -> None:
     assert failures is not None and failures.kind == "SchemaChangeRejected"
 
 
-def test_failures_of_type_hudi_cannot_store_is_deterministic() -> None:
+def test_failures_of_type_hudi_cannot_store_needs_a_rebuild() -> None:
     with pytest.raises(SchemaChangeError) as refused:
         promote_stored("public.orders", "amount", "int", "double")
     failures = failures_of([_failed(f"cdclake merge failed:\n{refused.value}")])
-    assert failures is not None and failures.kind == "SchemaChangeRejected"
+    assert failures is not None and failures.kind == "NeedsRebuild"
 
 
 def test_failures_of_argument_the_entry_refuses_is_deterministic() -> None:

@@ -141,6 +141,8 @@ class Target:
     job: str | None = None  # None: the local stack, where the merge runs in process
     sizing: Sizing | None = None  # None: runs start with the job's own workers
     defined_at: float | None = None  # epoch seconds the job's definition last changed
+    # A type change the table takes only when rebuilt: rebuild it, or stop (park it).
+    schema_changes: str = "rebuild"
 
 
 @dataclass(frozen=True)
@@ -253,9 +255,12 @@ def target_from_job(glue: Any, job: str) -> Target:
         job=job,
         sizing=sizing_of(definition),
         defined_at=epoch(definition.get("LastModifiedOn")),
+        schema_changes=str(arguments.get(SCHEMA_CHANGES_ARGUMENT, "rebuild")),
     )
 
 
+# The table's schema_changes policy, set on its job only when it is not the default (rebuild).
+SCHEMA_CHANGES_ARGUMENT = "--dispatch_schema_changes"
 SIZING_ARGUMENTS = ("--dispatch_min_workers", "--dispatch_bytes_per_executor")
 # The byte cap, on MERGE_ON_READ jobs the compaction's budget and rate, and the objective's
 # figures (a job defined before objectives has none).
@@ -468,6 +473,8 @@ def decide(
             now=now,
             backoff_unit_seconds=backoff_unit_seconds,
             resume_command=f"cdclake dispatch --env {environment} --resume {s.target.table}",
+            schema_changes=s.target.schema_changes,
+            rebuild_command=f"cdclake rebuild --env {environment} --table {s.target.table}",
         )
         at = due_at(s, turn_seconds) if s.failures is None else None
         if reason is None and at is not None and now < at:

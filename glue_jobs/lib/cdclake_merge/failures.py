@@ -4,7 +4,10 @@ lets a parked table start again (:mod:`cdclake_merge.dispatch` decides with them
 A failure no retry can fix (the bad-fraction gate, a type change the table cannot take, an
 argument the job refuses: :data:`DETERMINISTIC`) *parks* the table until a change file newer
 than the failed run's start arrives, its job definition changes, or an operator resumes it
-(``cdclake dispatch --resume``, which writes :data:`RESUMED` in the table's sidecar). Any other
+(``cdclake dispatch --resume``, which writes :data:`RESUMED` in the table's sidecar). A stored
+column's type change the table takes only when rebuilt (:data:`NEEDS_REBUILD`) holds the table
+whatever arrives after it, as its policy says: ``stop`` parks it, ``rebuild`` says it needs a
+rebuild and which column changed from which type to which. Any other
 failure (a timeout, throttling, lost executors) *backs off*: the n-th failure in a row waits
 2**(n-1) backoff units from its end, at most :data:`BACKOFF_CAP_SECONDS`. The unit is
 ``environment.lake.DispatchConfig.backoff_unit_seconds``: the schedule's turn, but never less
@@ -34,7 +37,15 @@ BACKOFF_CAP_SECONDS = 6 * 3600
 # ErrorMessage, "RunFailed: cdclake merge failed: …") carries the message of cdclake_merge.job's
 # TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
 # own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
+NEEDS_REBUILD = "NeedsRebuild"
+# cdclake_merge.schema.NeedsRebuild's line: a stored column's type change the table takes only
+# when rebuilt. Types are Spark's names, without spaces (decimal(14,4)).
+_NEEDS_REBUILD = re.compile(
+    r"column '(?P<column>[^']+)' changed type from (?P<old>\S+) to (?P<new>\S+), "
+    r"which .* needs a rebuild"
+)
 DETERMINISTIC = (
+    (NEEDS_REBUILD, _NEEDS_REBUILD),
     ("TooManyBadRecords", re.compile(r"lines of \S+ could not be applied .*> max_bad_fraction")),
     (
         "SchemaChangeRejected",
@@ -103,6 +114,15 @@ def deterministic_kind(error: str) -> str | None:
         if pattern.search(error):
             return kind
     return None
+
+
+def rebuild_change(error: str) -> str | None:
+    """What a failure line that needs a rebuild says changed (``amount decimal(10,2) ->
+    decimal(14,4)``), or None for any other line."""
+    found = _NEEDS_REBUILD.search(error)
+    if found is None:
+        return None
+    return f"{found['column']} {found['old']} -> {found['new']}"
 
 
 @dataclass(frozen=True)
@@ -194,18 +214,37 @@ def held(
     now: float,
     backoff_unit_seconds: float,
     resume_command: str,
+    schema_changes: str = "rebuild",
+    rebuild_command: str = "cdclake rebuild",
 ) -> str | None:
-    """Why a failing table does not start this turn (parked, backing off), or None: it may.
-    ``files``: what waits; ``defined_at``: when its job definition last changed;
-    ``resumed``: when an operator last resumed it; ``resume_command``: named when parked."""
+    """Why a failing table does not start this turn (parked, backing off, needing a rebuild),
+    or None: it may. ``files``: what waits; ``defined_at``: when its job definition last
+    changed; ``resumed``: when an operator last resumed it; ``resume_command``: named when
+    parked; ``schema_changes``: the table's policy (``rebuild`` or ``stop``) for a type change
+    it needs a rebuild to take, and ``rebuild_command`` the command that rebuilds it."""
     if failures is None:
         return None
     if failures.kind is not None:
-        newer_input = any(f.modified > failures.newest.started for f in files)
+        change = rebuild_change(failures.newest.error) if failures.kind == NEEDS_REBUILD else None
+        # A newer change file cannot make the stored column take the change: the next run
+        # reads the same waiting files first and fails the same way.
+        newer_input = change is None and any(f.modified > failures.newest.started for f in files)
         redefined = (defined_at or 0.0) > failures.at
         if newer_input or redefined or (resumed or 0.0) > failures.at:
             return None
-        return f"parked: {failures.kind} at {when(failures.at)}; resume with {resume_command}"
+        at = when(failures.at)
+        if change is None:
+            return f"parked: {failures.kind} at {at}; resume with {resume_command}"
+        if schema_changes == "stop":
+            return (
+                f"parked: needs rebuild: {change} at {at} (schema_changes: stop); rebuild with "
+                f"{rebuild_command}, or resume with {resume_command}"
+            )
+        # The dispatcher starts no rebuild yet (issue #49's next increment): an operator does.
+        return (
+            f"needs rebuild: {change} (since {at}; the live table keeps serving its last "
+            f"commit); not started by the dispatcher yet: run {rebuild_command}"
+        )
     next_try = failures.at + backoff_seconds(failures.count, backoff_unit_seconds)
     if now >= next_try:
         return None

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
 from cdclake_merge.positions import Scan, advance, cut, scan
-from cdclake_merge.schema import Column, SchemaChangeError, unify
+from cdclake_merge.schema import Column, NeedsRebuild, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, join
 from cdclake_merge.transforms import (
@@ -61,6 +61,16 @@ class MergeError(RuntimeError):
 
 class TooManyBadRecords(MergeError):
     pass
+
+
+class TableNeedsRebuild(MergeError):
+    """A stored column changed type in a way the table cannot take in place: nothing is
+    written and the change files wait for the rebuild (``change`` says which column, from
+    which type to which)."""
+
+    def __init__(self, change: NeedsRebuild) -> None:
+        self.change = change
+        super().__init__(str(change))
 
 
 @dataclass(frozen=True)
@@ -373,6 +383,8 @@ def table_schema(
     signatures, toast = _ordered_signatures(summary, plans)
     try:
         columns = unify(options.table, previous.columns, *signatures)
+    except NeedsRebuild as exc:
+        raise TableNeedsRebuild(exc) from None
     except SchemaChangeError as exc:
         raise MergeError(str(exc)) from None
     missing_key = [k for k in options.key if k not in dict(columns)]

@@ -6,7 +6,9 @@ both accept: smallint→int→bigint and float→double. Anything else (int→do
 decimal whose precision or scale changes, a different type) fails the run before
 anything is written, naming the table and the column: Hudi would refuse the
 write, or commit it and then fail to register the new schema in the catalog.
-A column that is new in this run takes the widest type its events carry.
+Such a change of a stored column is :class:`NeedsRebuild`: the table takes it only when
+rebuilt (docs/merge-job.md "Schema changes"). A column that is new in this run takes the
+widest type its events carry.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 class SchemaChangeError(ValueError):
     """An incompatible type change; the run commits nothing."""
+
+
+class NeedsRebuild(SchemaChangeError):
+    """A stored column's type change Hudi cannot take in place; the run commits nothing and
+    its change files wait. The one line names the table, the column, the stored and the new
+    type and says "needs a rebuild" (:mod:`cdclake_merge.failures` reads it back)."""
+
+    def __init__(self, table: str, column: str, stored: str, incoming: str) -> None:
+        self.table, self.column, self.stored, self.incoming = table, column, stored, incoming
+        super().__init__(
+            f"table {table}: column {column!r} changed type from {stored} to {incoming}, "
+            f"which the Hudi table cannot store in place (it can only widen "
+            f"smallint→int→bigint and float→double): needs a rebuild; nothing was committed "
+            f"and the change files wait"
+        )
 
 
 def decimal_parts(spark_type: str) -> tuple[int, int] | None:
@@ -56,32 +73,37 @@ def widen(table: str, column: str, current: str, incoming: str) -> str:
 
 
 def promote_stored(table: str, column: str, stored: str, incoming: str) -> str:
-    """The type of a stored column after a change: only the promotions Hudi can store."""
-    wanted = widen(table, column, stored, incoming)
+    """The type of a stored column after a change: only the promotions Hudi can store;
+    any other change is :class:`NeedsRebuild`."""
+    try:
+        wanted = widen(table, column, stored, incoming)
+    except SchemaChangeError:
+        raise NeedsRebuild(table, column, stored, incoming) from None
     if wanted == stored:
         return stored
     if (stored in _INTS and wanted in _INTS) or (stored in _FLOATS and wanted in _FLOATS):
         return wanted
-    raise SchemaChangeError(
-        f"table {table}: column {column!r} changed type from {stored} to {incoming}, "
-        f"which the Hudi table cannot store (it can only widen smallint→int→bigint and "
-        f"float→double); nothing was committed"
-    )
+    raise NeedsRebuild(table, column, stored, incoming)
 
 
 def unify(table: str, stored: Iterable[Column], *schemas: Iterable[Column]) -> list[Column]:
     """Stored columns first, then new ones in first-seen order, each at its widest type."""
     kept = dict(stored)
+    result = dict(kept)
     merged: dict[str, str] = {}
     for schema in schemas:
         for name, spark_type in schema:
-            merged[name] = widen(table, name, merged.get(name, "void"), spark_type)
-    result = dict(kept)
-    for name, spark_type in merged.items():
-        if name in kept:
-            result[name] = promote_stored(table, name, kept[name], spark_type)
-        else:
-            result[name] = spark_type
+            if name not in kept:
+                merged[name] = widen(table, name, merged.get(name, "void"), spark_type)
+                continue
+            # Each type a stored column arrives with is held against the table, not against
+            # the run's other types: a run carrying rows from before and after the change
+            # needs the rebuild, and its line names the stored type, not the run's first.
+            try:
+                result[name] = promote_stored(table, name, result[name], spark_type)
+            except NeedsRebuild:
+                raise NeedsRebuild(table, name, kept[name], spark_type) from None
+    result.update(merged)
     return [(name, "string" if t == "void" else t) for name, t in result.items()]
 
 
