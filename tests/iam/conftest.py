@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,34 +290,57 @@ def needed(run: Any, statements: list[dict[str, Any]]) -> dict[int, Run]:
     return needed_statements(run, statements)
 
 
-@pytest.fixture(scope="session")
-def kafka_recording(
-    own_local_stack: Callable[[str], AbstractContextManager[LocalStack]],
-) -> KafkaRecording:
-    """The local capture stack run once with the broker's authorizer log: the connectors start,
-    snapshot a row of each lake table, stream one more, commit offsets and stop. The stack is
-    down before the tests read what was recorded.
+@dataclass(frozen=True)
+class StackRecordings:
+    """What one run of the local stack with the fan-out recorded: the broker's authorizations
+    (the MSK Connect workers' Kafka requests) and moto's requests (Debezium Server's)."""
 
-    A stack of its own, not the session's: the recording runs from a broker's first start to its
-    stop (the topics' creation included), and it writes the lake tables, which tests/local
-    creates itself to watch them join the publication."""
+    kafka: KafkaRecording
+    server: ServerRecording
+
+
+@pytest.fixture(scope="session")
+def stack_recordings(
+    own_local_stack: Callable[..., AbstractContextManager[LocalStack]],
+) -> StackRecordings:
+    """The local stack with the fan-out run once, recording from its start to its stop: the
+    connectors start, snapshot a row of each lake table, stream one more and commit offsets;
+    then the two fan-out tables join the publication and a row of each is streamed to its
+    Kinesis stream. The stack is down before the tests read what was recorded.
+
+    One stack for both recordings, since each recording is read through its own filter (the
+    broker's log holds Kafka requests only, Debezium Server's are picked from moto's by user
+    agent) and starting a stack takes most of a recording's time. A stack of its own, not the
+    session's: both recordings run from the first start (moto's recorder file is set when moto
+    starts, the broker logs the topics' creation), the run writes the lake tables, which
+    tests/local creates itself to watch them join the publication, and its fan-out rows would
+    reach tests/fanout_e2e's consumers, which count every change of the fan-out tables."""
     import time
+
+    import requests
 
     from cdclake.local.kafka import AUTHORIZER_LOG
     from connectors.configs import topic_name
 
-    with own_local_stack("iam-kafka") as stack:
+    with own_local_stack("iam-recorded", fanout=True) as stack:
         root = stack.root
         log = stack.log_path(AUTHORIZER_LOG)
-        stack.up(timeout=300, capture=False)
-        with stack.connect() as conn:
-            conn.run(
-                "CREATE TABLE public.customers (id int PRIMARY KEY, name text, password_hash text)"
-            )
-            conn.run("CREATE TABLE public.orders (id int PRIMARY KEY, order_date date, note text)")
-            conn.run("INSERT INTO public.customers VALUES (1, 'Ada', 'x')")
-            conn.run("INSERT INTO public.orders VALUES (1, '2026-01-01', 'snapshot')")
-        state = stack.up(timeout=300)
+        # The stack's moto server inherits these: moto's own request recorder.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MOTO_ENABLE_RECORDING", "true")
+            patch.setenv("MOTO_RECORDER_FILEPATH", str(root / "moto-recording.jsonl"))
+            stack.up(timeout=300, capture=False)
+            with stack.connect() as conn:
+                conn.run(
+                    "CREATE TABLE public.customers (id int PRIMARY KEY, name text,"
+                    " password_hash text)"
+                )
+                conn.run(
+                    "CREATE TABLE public.orders (id int PRIMARY KEY, order_date date, note text)"
+                )
+                conn.run("INSERT INTO public.customers VALUES (1, 'Ada', 'x')")
+                conn.run("INSERT INTO public.orders VALUES (1, '2026-01-01', 'snapshot')")
+            state = stack.up(timeout=300, fanout=True)
         with stack.connect() as conn:
             conn.run("INSERT INTO public.orders VALUES (2, '2026-01-02', 'streamed')")
         s3 = stack.s3_client(state)
@@ -342,35 +366,7 @@ def kafka_recording(
                 f"no change files and offset commits after 90s (files: {written}); see {root}/logs"
             )
             time.sleep(1)
-        worker = java_properties((root / "connect" / "worker.properties").read_text())
-        stack.down()
-        rotated = log.with_name(log.name + ".1")
-        text = (rotated.read_text() if rotated.exists() else "") + log.read_text()
-        return KafkaRecording(text, worker)
 
-
-@pytest.fixture(scope="session")
-def server_recording(
-    own_local_stack: Callable[..., AbstractContextManager[LocalStack]],
-) -> ServerRecording:
-    """The local stack with the fan-out run once, its moto recording every request: Debezium
-    Server starts, the two fan-out tables join the publication, a row of each is streamed to
-    its Kinesis stream. The stack is down before the tests read it.
-
-    A stack of its own, not the session's: moto records from its start (the recorder's file is
-    set when moto starts), and the rows it streams would reach tests/fanout_e2e's consumers,
-    which count every change of the fan-out tables."""
-    import time
-
-    import requests
-
-    with own_local_stack("iam-server", fanout=True) as stack:
-        root = stack.root
-        # The stack's moto server inherits these: moto's own request recorder.
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("MOTO_ENABLE_RECORDING", "true")
-            patch.setenv("MOTO_RECORDER_FILEPATH", str(root / "moto-recording.jsonl"))
-            state = stack.up(timeout=300, fanout=True)
         with stack.connect() as conn:
             conn.run(
                 "CREATE TABLE public.payments (id bigint PRIMARY KEY, account text NOT NULL, "
@@ -396,8 +392,21 @@ def server_recording(
                 break
             assert time.monotonic() < deadline, f"no record in each stream after 120s; see {root}"
             time.sleep(2)
+        worker = java_properties((root / "connect" / "worker.properties").read_text())
         stack.down()
-        return ServerRecording(recording, streams)
+        rotated = log.with_name(log.name + ".1")
+        text = (rotated.read_text() if rotated.exists() else "") + log.read_text()
+        return StackRecordings(KafkaRecording(text, worker), ServerRecording(recording, streams))
+
+
+@pytest.fixture(scope="session")
+def kafka_recording(stack_recordings: StackRecordings) -> KafkaRecording:
+    return stack_recordings.kafka
+
+
+@pytest.fixture(scope="session")
+def server_recording(stack_recordings: StackRecordings) -> ServerRecording:
+    return stack_recordings.server
 
 
 def _bodies(recording: str, user_agent: str) -> str:
