@@ -76,8 +76,11 @@ def write_changes(changes: Path, lines: list[str], partitions: int, per_file: in
     return files
 
 
-def make_table(spark: Any, work: Path, table_type: str, rows: int) -> tuple[Any, Any]:
-    """A Hudi table of ``rows`` generated rows, committed by the merge's sink (version 1)."""
+def make_table(
+    spark: Any, work: Path, table_type: str, rows: int, *, savepoint_days: int | None = None
+) -> tuple[Any, Any]:
+    """A Hudi table of ``rows`` generated rows, committed by the merge's sink (version 1);
+    ``savepoint_days`` as ``lake.savepoint_days`` (None: its default)."""
     from pyspark.sql import functions as F
 
     from cdclake_merge.sink import Changes, open_sink
@@ -93,6 +96,7 @@ def make_table(spark: Any, work: Path, table_type: str, rows: int) -> tuple[Any,
         spark_factory=lambda: spark,
         table_type=table_type,
         sync_catalog=False,
+        **({} if savepoint_days is None else {"savepoint_days": savepoint_days}),
     )
     frame = spark.range(rows).select(
         F.col("id"),

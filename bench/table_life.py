@@ -17,10 +17,13 @@ Hudi's cleaner keeps file versions by age (``lake.retain_hours``) on the machine
 the soak makes in an hour what a table makes in weeks. So the soak keeps, by count, what the
 cleaner would keep by age at the table's cadence: ``--retain-hours`` (24) of runs every
 ``--cadence-minutes`` (15) is 96 commits (``KEEP_LATEST_COMMITS``, the only option changed;
-archival kept behind it). Then the objects the table holds are counted: files under the
-table and their bytes (all of them, what a read of the newest slices scans, ``.hoodie``), the
-active and archived timeline, pending instants, base-file versions and log files per file
-group, and the merge's own checkpoints and tombstone sets.
+archival kept behind it), and takes the day's savepoint and expires those past
+``--savepoint-days`` (7) by the same clock: a run is ``--cadence-minutes`` of the table's
+life, so a savepoint is taken every 96 runs and 7 are kept over 672. Then the objects the
+table holds are counted: files under the table and their bytes (all of them, what a read of
+the newest slices scans, ``.hoodie``), the active and archived timeline, pending instants,
+base-file versions and log files per file group, and the merge's own checkpoints and
+tombstone sets.
 
 Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``reads``,
 ``counts``, ``targets``) and prints the figures. Never asserted on time in tests
@@ -30,6 +33,7 @@ Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``r
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import datetime as dt
 import json
@@ -255,6 +259,39 @@ def kept_by_cadence(retain_hours: int, cadence_minutes: int) -> Iterator[int]:
         hudi.hudi_options = by_age
 
 
+@contextlib.contextmanager
+def savepoints_by_cadence(cadence_minutes: int) -> Iterator[list[dt.datetime]]:
+    """Within it, the day's savepoint and its expiry follow the soak's runs, not the clock:
+    run ``n`` happens ``n * cadence_minutes`` into the table's life, and a commit belongs to
+    the run that started last before it. Yields the list each run's start is appended to."""
+    from cdclake_merge import hudi, recovery
+
+    starts: list[dt.datetime] = []
+    cadence = dt.timedelta(minutes=cadence_minutes)
+    epoch = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def simulated(instant: str) -> dt.datetime:
+        return epoch + cadence * bisect.bisect_right(starts, recovery.instant_time(instant))
+
+    def due(savepoints: list[str], newest_commit: str, now: dt.datetime) -> bool:
+        if not savepoints:
+            return True
+        newest = max(savepoints)
+        since = simulated(newest_commit) - simulated(newest)
+        return newest != newest_commit and since >= recovery.SAVEPOINT_EVERY
+
+    def expired(savepoints: list[str], now: dt.datetime, keep_days: int) -> list[str]:
+        horizon = epoch + cadence * len(starts) - dt.timedelta(days=keep_days)
+        return [s for s in sorted(savepoints)[:-1] if simulated(s) < horizon]
+
+    by_clock = hudi.savepoint_due, hudi.expired_savepoints
+    hudi.savepoint_due, hudi.expired_savepoints = due, expired  # type: ignore[assignment]
+    try:
+        yield starts
+    finally:
+        hudi.savepoint_due, hudi.expired_savepoints = by_clock
+
+
 def life(
     spark: Any,
     out: Path,
@@ -266,11 +303,15 @@ def life(
     seed: int = 1,
     retain_hours: int = 24,
     cadence_minutes: int = 15,
+    savepoint_days: int = 7,
 ) -> dict[str, Any]:
     """The soak in ``spark``: its figures (what ``main`` records)."""
     out.mkdir(parents=True, exist_ok=True)
-    with kept_by_cadence(retain_hours, cadence_minutes) as retained:
-        sink, table = make_table(spark, out, table_type, rows)
+    with (
+        kept_by_cadence(retain_hours, cadence_minutes) as retained,
+        savepoints_by_cadence(cadence_minutes) as starts,
+    ):
+        sink, table = make_table(spark, out, table_type, rows, savepoint_days=savepoint_days)
         folder = out / "changes"
         keys, rng = Keys(rows), random.Random(seed)
         timings: list[dict[str, Any]] = []
@@ -278,6 +319,7 @@ def life(
         rows_read = 0
         for run in range(1, runs + 1):
             write_changes(folder, run_changes(keys, rng, run, changes), PARTITIONS, per_file=500)
+            starts.append(dt.datetime.now(dt.UTC))
             timed = timed_run(spark, sink, table, folder)
             timings.append(
                 {
@@ -303,6 +345,7 @@ def life(
         "retain_hours": retain_hours,
         "cadence_minutes": cadence_minutes,
         "commits_retained": retained,
+        "savepoint_days": savepoint_days,
         "runs": timings,
         "reads": reads,
         "counts": counts,
@@ -326,6 +369,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--retain-hours", type=int, default=24, help="lake.retain_hours")
     parser.add_argument("--cadence-minutes", type=int, default=15, help="a run every …")
+    parser.add_argument("--savepoint-days", type=int, default=7, help="lake.savepoint_days")
     args = parser.parse_args()
 
     from cdclake_merge.session import local_session
@@ -342,6 +386,7 @@ def main() -> None:
         seed=args.seed,
         retain_hours=args.retain_hours,
         cadence_minutes=args.cadence_minutes,
+        savepoint_days=args.savepoint_days,
     )
     spark.stop()
     (args.out / "table_life.json").write_text(json.dumps(figures, indent=2) + "\n")

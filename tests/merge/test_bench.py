@@ -139,3 +139,28 @@ def test_table_life_kept_by_cadence_keeps_a_day_of_runs_then_gives_the_options_b
     assert options["hoodie.cleaner.commits.retained"] == "96"
     assert int(options["hoodie.keep.min.commits"]) > 96
     assert hudi.hudi_options is by_age
+
+
+def test_table_life_savepoints_by_cadence_take_a_day_of_runs_then_give_the_clock_back(
+    repo_root: Path,
+) -> None:
+    import datetime as dt
+
+    from cdclake_merge import hudi
+
+    bench = bench_module(repo_root, "table_life")
+    by_clock = hudi.savepoint_due, hudi.expired_savepoints
+    began = dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)
+
+    def commit_of(run: int) -> str:  # a commit made a second after its run started
+        return (began + dt.timedelta(seconds=10 * run + 1)).strftime("%Y%m%d%H%M%S%f")[:17]
+
+    with bench.savepoints_by_cadence(60) as starts:  # 24 runs a day
+        starts.extend(began + dt.timedelta(seconds=10 * run) for run in range(1, 50))
+        now = dt.datetime.now(dt.UTC)
+        due_at_24 = hudi.savepoint_due([commit_of(1)], commit_of(24), now)
+        due_at_25 = hudi.savepoint_due([commit_of(1)], commit_of(25), now)
+        expired = hudi.expired_savepoints([commit_of(1), commit_of(25), commit_of(49)], now, 1)
+    assert (due_at_24, due_at_25) == (False, True)
+    assert expired == [commit_of(1)]  # run 25 is a day before run 49: kept
+    assert (hudi.savepoint_due, hudi.expired_savepoints) == by_clock
