@@ -37,6 +37,8 @@ class LakePlace:
     exclude: tuple[str, ...] = ()
     max_bad_fraction: float = 0.01
     job_name: str | None = None  # the Glue job (AWS only)
+    # What config's expected_rows sizes the record index for (None: not from config).
+    record_index_file_groups: int | None = None
 
     @property
     def local(self) -> bool:
@@ -65,6 +67,7 @@ def _spec(table: TableConfig) -> dict[str, Any]:
         "table_type": table.hudi_table_type,
         "column_types": dict(table.column_types),
         "exclude": tuple(table.exclude_columns),
+        "record_index_file_groups": table.record_index_file_groups,
     }
 
 

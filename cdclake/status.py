@@ -25,6 +25,7 @@ from rich.table import Table
 
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
+from cdclake_merge.failures import rebuild_change
 from cdclake_merge.pending import pending_files
 from cdclake_merge.recovery import instant_time
 from cdclake_merge.replay import listing
@@ -93,6 +94,8 @@ def table_status(
         if sink is not None:
             state = sink.load()
             timeline = getattr(sink, "timeline", None)
+            if timeline:
+                warnings += layout_warnings(fs, place, timeline)
             instant = last_instant(fs, timeline) if timeline and state.exists else None
             row["version"] = state.version
             row["last_commit"] = (
@@ -152,8 +155,34 @@ def table_status(
     except Exception as exc:
         errors.append(f"last run: {error_line(exc, ERROR_CHARS)}")
         row["last_run"] = None
+    change = rebuild_change(str((row["last_run"] or {}).get("detail", "")))
+    if change is not None:
+        warnings.append(
+            f"needs rebuild: {change} (its last run failed): run {rebuild_command(place)}"
+        )
     row["errors"], row["warnings"] = errors, warnings
     return row
+
+
+def rebuild_command(place: LakePlace) -> str:
+    # cdclake rebuild is issue #49's next increment: named now, so the line stays the same.
+    return f"cdclake rebuild --env {place.env} --table {place.source_table}"
+
+
+def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
+    """A warning when config asks for what only a rebuild gives the stored table (its type,
+    key, partitioning or a larger record index): what the merge run would refuse."""
+    from cdclake_merge.layout import Layout, rebuild_reasons, stored_layout
+
+    stored = stored_layout(fs, timeline)
+    wanted = Layout(place.table_type, place.key, place.partition, place.record_index_file_groups)
+    reasons = rebuild_reasons(stored, wanted) if stored is not None else []
+    if not reasons:
+        return []
+    return [
+        f"needs rebuild: {'; '.join(reasons)} (config differs from the stored table; its merge "
+        f"runs are refused): run {rebuild_command(place)}"
+    ]
 
 
 def expiry_warning(waited: dt.timedelta, expiration_days: int) -> str | None:

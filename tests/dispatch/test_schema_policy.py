@@ -132,3 +132,46 @@ def test_target_from_job_schema_policy_from_config_reaches_the_dispatcher(world:
     arguments = {f"--{k}": str(v) for k, v in config.lake.dispatch_of(stop).items()}
     _define_job(world, ORDERS, arguments)
     assert target_from_job(world.glue, create_job(world, ORDERS)).schema_changes == "stop"
+
+
+def test_failures_of_config_the_stored_table_lacks_needs_rebuild_naming_it() -> None:
+    from cdclake_merge.layout import LayoutNeedsRebuild
+
+    refused = LayoutNeedsRebuild(
+        "cdclake_dev.public_orders", ["table type COPY_ON_WRITE -> MERGE_ON_READ"]
+    )
+    line = f"RunFailed: cdclake merge failed: {refused}"
+    failures = failures_of([Run("FAILED", 100.0, 160.0, line)])
+    assert failures is not None and failures.kind == "NeedsRebuild"
+    assert rebuild_change(line) == "table type COPY_ON_WRITE -> MERGE_ON_READ"
+
+
+def test_table_status_last_run_needing_rebuild_warns_naming_change_and_command(
+    world: World,
+) -> None:
+    from cdclake.ops import LakePlace
+    from cdclake.status import table_status
+    from tests.dispatch.dispatch_helpers import DATABASE, WAREHOUSE, changes_of, job_name
+
+    _failed_on_type_change(world, None)
+    place = LakePlace(
+        env="dev",
+        source_table=ORDERS,
+        lake_table=f"{DATABASE}.public_orders",
+        warehouse=WAREHOUSE,
+        changes=changes_of(ORDERS),
+        quarantine_root=f"{WAREHOUSE}_quarantine/",
+        key=("id",),
+        job_name=job_name(ORDERS),
+    )
+    row = table_status(
+        place,
+        fs=S3FileSystem(world.s3),
+        now=dt.datetime.now(dt.UTC),
+        expiration_days=30,
+        glue=world.glue,
+    )
+    assert row["warnings"] == [
+        "needs rebuild: amount decimal(10,2) -> decimal(14,4) (its last run failed): "
+        "run cdclake rebuild --env dev --table public.orders"
+    ]

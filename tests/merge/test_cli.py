@@ -86,8 +86,8 @@ def test_cli_merge_other_table_type_than_stored_fails_with_one_line(
     result = run_cli(*merge_args(changes, warehouse, "--table-type", "MERGE_ON_READ"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: table cli.orders is COPY_ON_WRITE partitioned by nothing; "
-        "got MERGE_ON_READ partitioned by nothing"
+        "error: table cli.orders was created otherwise than its config says "
+        "(table type COPY_ON_WRITE -> MERGE_ON_READ): needs a rebuild; nothing was committed"
     ]
 
 

@@ -1,15 +1,19 @@
 """Schema changes without downtime (issue #49) on real Hudi 0.15: a stored column's type change
 the table cannot take in place ends the run as one line that needs a rebuild, with nothing
-written and the change files left waiting."""
+written and the change files left waiting; so does a config asking for a type, key,
+partitioning or record index the stored table was not created with, which ``cdclake status``
+says too."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdclake_merge.job import TableNeedsRebuild, scan_changes
+from cdclake_merge.job import TableNeedsRebuild, run_merge, scan_changes
+from cdclake_merge.layout import LayoutNeedsRebuild
 from tests.merge.support import Lake, decimal_b64, envelope, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
@@ -73,3 +77,87 @@ def test_run_merge_needs_rebuild_writes_nothing_and_leaves_the_files_waiting(
         "b.json"
     ]
     assert lake.visible() == [{"id": 1, "amount": "1.25"}]
+
+
+# --- config that only a rebuild gives the stored table ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def created(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """A COPY_ON_WRITE table keyed by id, unpartitioned, its record index of 2 file groups."""
+    lake = Lake(
+        spark,
+        tmp_path_factory.mktemp("created"),
+        services={"record_index_file_groups": 2},
+    )
+    lake.write("a.json", [_order(1, 10, "1.25", 10, 2)])
+    lake.merge()
+    return lake
+
+
+def _reopened(lake: Lake, **spec: Any) -> Any:
+    """The stored table opened as a config asking for ``spec`` would open it."""
+    from cdclake_merge.sink import open_sink
+
+    return open_sink(
+        warehouse=str(lake.warehouse),
+        table=lake.table,
+        fs=lake.fs,
+        spark_factory=lambda: lake.spark,
+        **{"key": ("id",), "record_index_file_groups": 2, **spec},
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "difference"),
+    [
+        ({"table_type": "MERGE_ON_READ"}, "table type COPY_ON_WRITE -> MERGE_ON_READ"),
+        ({"partition_fields": ("amount",)}, "partitioning none -> [amount]"),
+        ({"key": ("id", "amount")}, "record key [id] -> [id, amount]"),
+        ({"record_index_file_groups": 4}, "record index file groups 2 -> 4"),
+    ],
+    ids=["table-type", "partitioning", "key", "record-index"],
+)
+def test_run_merge_config_the_stored_table_lacks_is_refused_in_one_line(
+    created: Lake, spec: dict[str, Any], difference: str
+) -> None:
+    with pytest.raises(LayoutNeedsRebuild) as refused:
+        run_merge(lambda: created.spark, created.fs, _reopened(created, **spec), created.options)
+    assert str(refused.value) == (
+        f"table {created.table} was created otherwise than its config says ({difference}): "
+        "needs a rebuild; nothing was committed"
+    )
+
+
+def test_run_merge_record_index_larger_than_config_asks_is_kept(created: Lake) -> None:
+    result = run_merge(
+        lambda: created.spark,
+        created.fs,
+        _reopened(created, record_index_file_groups=1),
+        created.options,
+    )
+    assert (result.version, result.committed) == (1, False)
+
+
+def test_table_status_config_the_stored_table_lacks_warns_naming_the_command(
+    created: Lake,
+) -> None:
+    from cdclake.ops import LakePlace
+    from cdclake.status import table_status
+
+    place = LakePlace(
+        env="local",
+        source_table="public.orders",
+        lake_table=created.table,
+        warehouse=str(created.warehouse),
+        changes=str(created.changes),
+        quarantine_root=str(created.root / "quarantine"),
+        key=("id",),
+        table_type="MERGE_ON_READ",
+        record_index_file_groups=2,
+    )
+    row = table_status(place, fs=created.fs, now=dt.datetime.now(dt.UTC), expiration_days=30)
+    assert row["warnings"] == [
+        "needs rebuild: table type COPY_ON_WRITE -> MERGE_ON_READ (config differs from the stored "
+        "table; its merge runs are refused): run cdclake rebuild --env local --table public.orders"
+    ]

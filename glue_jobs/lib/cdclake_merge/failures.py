@@ -44,8 +44,14 @@ _NEEDS_REBUILD = re.compile(
     r"column '(?P<column>[^']+)' changed type from (?P<old>\S+) to (?P<new>\S+), "
     r"which .* needs a rebuild"
 )
+# cdclake_merge.layout.LayoutNeedsRebuild's line: config asks for another type, key,
+# partitioning or a larger record index than the table was created with.
+_LAYOUT_NEEDS_REBUILD = re.compile(
+    r"was created otherwise than its config says \((?P<change>[^)]+)\): needs a rebuild"
+)
 DETERMINISTIC = (
     (NEEDS_REBUILD, _NEEDS_REBUILD),
+    (NEEDS_REBUILD, _LAYOUT_NEEDS_REBUILD),
     ("TooManyBadRecords", re.compile(r"lines of \S+ could not be applied .*> max_bad_fraction")),
     (
         "SchemaChangeRejected",
@@ -118,11 +124,13 @@ def deterministic_kind(error: str) -> str | None:
 
 def rebuild_change(error: str) -> str | None:
     """What a failure line that needs a rebuild says changed (``amount decimal(10,2) ->
-    decimal(14,4)``), or None for any other line."""
+    decimal(14,4)``, ``table type COPY_ON_WRITE -> MERGE_ON_READ``), or None for any other
+    line."""
     found = _NEEDS_REBUILD.search(error)
-    if found is None:
-        return None
-    return f"{found['column']} {found['old']} -> {found['new']}"
+    if found is not None:
+        return f"{found['column']} {found['old']} -> {found['new']}"
+    layout = _LAYOUT_NEEDS_REBUILD.search(error)
+    return layout["change"] if layout is not None else None
 
 
 @dataclass(frozen=True)

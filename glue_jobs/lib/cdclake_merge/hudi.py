@@ -44,6 +44,7 @@ from cdclake_merge.hudi_options import (
     READ_OPTIONS,
     hudi_options,
 )
+from cdclake_merge.layout import Layout, check_layout
 from cdclake_merge.pending import (
     CATALOG_UNSYNCED,
     CHECKPOINT_KEY,
@@ -113,7 +114,7 @@ class HudiTable:
         sync_catalog: bool = True,
         retain_hours: int = DEFAULT_RETAIN_HOURS,
         savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
-        record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
+        record_index_file_groups: int | None = None,
         compaction_io_mb: int | None = None,
     ) -> None:
         self.database, _, self.name = table.partition(".")
@@ -128,6 +129,8 @@ class HudiTable:
         self.quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
         self.sync_catalog = sync_catalog
         self.retain_hours, self.savepoint_days = retain_hours, savepoint_days
+        # None: not sized by config (a read-only command, a merge without --env): a new
+        # table gets Hudi's default and a stored one is not held to any size.
         self.record_index_file_groups = record_index_file_groups
         self.compaction_io_mb = compaction_io_mb
 
@@ -149,7 +152,7 @@ class HudiTable:
         checkpoint = self.newest_checkpoint()
         if checkpoint is None:
             return TableState()
-        self._check_matches(checkpoint)
+        self._check_matches()
         state = self._state(checkpoint, exists=checkpoint.pop("exists"))
         if state.exists and self._unsynced_version() not in (None, state.version + 1):
             return dataclasses.replace(state, catalog_unsynced=True)
@@ -166,17 +169,13 @@ class HudiTable:
         """
         return unsynced_version(self.fs, self.sidecar) if self.sync_catalog else None
 
-    def _check_matches(self, checkpoint: Mapping[str, Any]) -> None:
-        stored = (checkpoint.get("table_type"), tuple(checkpoint.get("partition_fields", ())))
-        if stored != (self.table_type, self.partition_fields):
-            raise ValueError(
-                f"table {self.table} is {stored[0]} partitioned by {list(stored[1]) or 'nothing'}; "
-                f"got {self.table_type} partitioned by {list(self.partition_fields) or 'nothing'}"
-            )
-        if tuple(checkpoint.get("key", ())) != self.key:
-            raise ValueError(
-                f"table {self.table} has record key {checkpoint.get('key')}; got {list(self.key)}"
-            )
+    def _check_matches(self) -> None:
+        """The table as Hudi stored it against this sink's spec (LayoutNeedsRebuild: only a
+        rebuild takes the difference); a table Hudi never wrote fixes nothing yet."""
+        wanted = Layout(
+            self.table_type, self.key, self.partition_fields, self.record_index_file_groups
+        )
+        check_layout(self.fs, self.table, self.timeline, wanted)
 
     @staticmethod
     def _state(checkpoint: Mapping[str, Any], *, exists: bool) -> TableState:
@@ -428,7 +427,9 @@ class HudiTable:
             partition_fields=self.partition_fields,
             table_type=self.table_type,
             retain_hours=self.retain_hours,
-            record_index_file_groups=self.record_index_file_groups,
+            record_index_file_groups=(
+                self.record_index_file_groups or DEFAULT_RECORD_INDEX_FILE_GROUPS
+            ),
             compaction_io_mb=self.compaction_io_mb,
             **write,
         )
