@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,58 @@ def cow_lake(spark, tmp_path: Path) -> Lake:  # type: ignore[no-untyped-def]
     """For what is decided before the sink writes (listing, positions, line accounting, the
     bad-fraction gate): the same code for both table types, so one type is enough."""
     return Lake(spark, tmp_path, table_type="COPY_ON_WRITE")
+
+
+@dataclass(frozen=True)
+class TwoRuns:
+    """A lake several tests judge and none writes to, and what its runs returned."""
+
+    lake: Lake
+    second: Any
+    stored: list[dict[str, Any]]
+    rerun: Any
+
+
+@pytest.fixture(scope="module", params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def two_runs(
+    spark, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> TwoRuns:  # type: ignore[no-untyped-def]
+    """Two runs, each test's changes under keys of its own: a late older event (1), a TOAST
+    placeholder (2), a column added (3 loaded, 4 inserted with email), a column dropped (5);
+    then a run with no new input. The second run's one stale event is key 1's. A test whose
+    assertions another test's changes would move keeps a lake of its own: a run's counts (a
+    redelivered insert is stale too), a truncate, a failed run, a column's type."""
+    lake = Lake(spark, tmp_path_factory.mktemp("two-runs"), table_type=request.param)
+    lake.write(
+        "a.json",
+        [
+            u(1, "newer", 50),
+            c(2, "a", 10, bio="x" * 3000),
+            c(3, "a", 10),
+            c(5, "a", 10, nickname="a@x"),
+        ],
+    )
+    lake.merge()
+    lake.write(
+        "b.json",
+        [
+            u(2, "b", 20, bio="__debezium_unavailable_value"),
+            c(4, "b", 20, email="b@example.com"),
+            envelope("u", lsn=20, after={"id": 5}),
+        ],
+    )
+    lake.write("b.json", [u(1, "older", 40)], partition=1)
+    second = lake.merge()
+    stored = lake.rows()
+    return TwoRuns(lake, second, stored, lake.merge())
+
+
+def rows_of(lake: Lake, ids: set[int], columns: set[str]) -> list[dict[str, Any]]:
+    """The visible rows of a test's keys, in the columns its events name (the shared table has
+    every test's columns)."""
+    return [
+        {k: v for k, v in row.items() if k in columns} for row in lake.visible() if row["id"] in ids
+    ]
 
 
 def c(id_: int, name: str, lsn: int, **extra: Any) -> dict[str, Any]:
@@ -91,13 +143,9 @@ def test_run_merge_applies_upserts_and_deletes(lake: Lake) -> None:
     assert lake.visible() == [{"id": 1, "name": "a2"}]
 
 
-def test_run_merge_rerun_on_same_input_commits_nothing(lake: Lake) -> None:
-    lake.write("a.json", [c(1, "a", 10)])
-    first = lake.merge()
-    exported = lake.rows()
-    again = lake.merge()
-    assert (again.committed, again.version) == (False, first.version)
-    assert lake.rows() == exported
+def test_run_merge_rerun_on_same_input_commits_nothing(two_runs: TwoRuns) -> None:
+    assert (two_runs.rerun.committed, two_runs.rerun.version) == (False, two_runs.second.version)
+    assert two_runs.lake.rows() == two_runs.stored
 
 
 def test_run_merge_overlapping_input_applies_only_new_files(cow_lake: Lake) -> None:
@@ -130,13 +178,9 @@ def test_run_merge_no_new_input_does_not_open_applied_files(cow_lake: Lake) -> N
         applied.chmod(0o644)
 
 
-def test_run_merge_late_older_event_in_later_run_is_ignored(lake: Lake) -> None:
-    lake.write("a.json", [u(1, "newer", 50)])
-    lake.merge()
-    lake.write("b.json", [u(1, "older", 40)], partition=1)
-    result = lake.merge()
-    assert result.stale_skipped == 1
-    assert lake.visible() == [{"id": 1, "name": "newer"}]
+def test_run_merge_late_older_event_in_later_run_is_ignored(two_runs: TwoRuns) -> None:
+    assert two_runs.second.stale_skipped == 1
+    assert rows_of(two_runs.lake, {1}, {"id", "name"}) == [{"id": 1, "name": "newer"}]
 
 
 def test_run_merge_redelivered_events_after_delete_do_not_resurrect(lake: Lake) -> None:
@@ -157,31 +201,23 @@ def test_run_merge_truncate_removes_older_rows_of_other_partitions_in_later_runs
     assert lake.visible() == [{"id": 2, "name": "after"}]
 
 
-def test_run_merge_toast_placeholder_keeps_value_across_runs(lake: Lake) -> None:
-    lake.write("a.json", [c(1, "a", 10, bio="x" * 3000)])
-    lake.merge()
-    lake.write("b.json", [u(1, "b", 20, bio="__debezium_unavailable_value")])
-    lake.merge()
-    assert lake.visible() == [{"id": 1, "name": "b", "bio": "x" * 3000}]
-
-
-def test_run_merge_added_column_appears_with_nulls_for_earlier_rows(lake: Lake) -> None:
-    lake.write("a.json", [c(1, "a", 10)])
-    lake.merge()
-    lake.write("b.json", [c(2, "b", 20, email="b@example.com")])
-    lake.merge()
-    assert lake.visible() == [
-        {"id": 1, "name": "a", "email": None},
-        {"id": 2, "name": "b", "email": "b@example.com"},
+def test_run_merge_toast_placeholder_keeps_value_across_runs(two_runs: TwoRuns) -> None:
+    assert rows_of(two_runs.lake, {2}, {"id", "name", "bio"}) == [
+        {"id": 2, "name": "b", "bio": "x" * 3000}
     ]
 
 
-def test_run_merge_dropped_column_stays_null_in_later_rows(lake: Lake) -> None:
-    lake.write("a.json", [c(1, "a", 10, email="a@x")])
-    lake.merge()
-    lake.write("b.json", [envelope("u", lsn=20, after={"id": 1})])
-    lake.merge()
-    assert lake.visible() == [{"id": 1, "name": None, "email": None}]
+def test_run_merge_added_column_appears_with_nulls_for_earlier_rows(two_runs: TwoRuns) -> None:
+    assert rows_of(two_runs.lake, {3, 4}, {"id", "name", "email"}) == [
+        {"id": 3, "name": "a", "email": None},
+        {"id": 4, "name": "b", "email": "b@example.com"},
+    ]
+
+
+def test_run_merge_dropped_column_stays_null_in_later_rows(two_runs: TwoRuns) -> None:
+    assert rows_of(two_runs.lake, {5}, {"id", "name", "nickname"}) == [
+        {"id": 5, "name": None, "nickname": None}
+    ]
 
 
 def _typed(id_: int, lsn: int, value: Any, kafka_type: str) -> dict[str, Any]:
