@@ -97,6 +97,41 @@ def changes_of(table: str) -> str:
     return f"s3://{CHANGES}/topics/{PREFIX}.{table}/"
 
 
+def _define_job(
+    world: World,
+    table: str,
+    arguments: dict[str, str] | None = None,
+    *,
+    worker_type: str | None = None,
+    workers: int | None = None,
+) -> str:
+    """The table's merge job as the stack defines it: its default arguments and ``arguments``
+    (the dispatcher's, a byte cap), with ``workers`` of ``worker_type`` where given (Glue's
+    default capacity otherwise)."""
+    name = job_name(table)
+    capacity: dict[str, Any] = (
+        {} if worker_type is None else {"WorkerType": worker_type, "NumberOfWorkers": workers}
+    )
+    world.glue.create_job(
+        Name=name,
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+        GlueVersion="5.0",
+        ExecutionProperty={"MaxConcurrentRuns": 1},
+        Tags=JOB_TAGS,
+        DefaultArguments={
+            "--table": table,
+            "--changes_path": changes_of(table),
+            "--warehouse_path": WAREHOUSE,
+            "--database": DATABASE,
+            "--record_key": "id",
+            **(arguments or {}),
+        },
+        **capacity,
+    )
+    return name
+
+
 def create_job(world: World, table: str) -> str:
     """The table's merge job with the default arguments the stack gives it, but none of the
     dispatcher's (once): as a job defined before objectives, its table starts whenever work
@@ -104,22 +139,7 @@ def create_job(world: World, table: str) -> str:
     name = job_name(table)
     if name in world.glue.list_jobs()["JobNames"]:
         return name
-    world.glue.create_job(
-        Name=name,
-        Role="arn:aws:iam::123456789012:role/merge",
-        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-        GlueVersion="5.0",
-        ExecutionProperty={"MaxConcurrentRuns": 1},
-        DefaultArguments={
-            "--table": table,
-            "--changes_path": changes_of(table),
-            "--warehouse_path": WAREHOUSE,
-            "--database": DATABASE,
-            "--record_key": "id",
-        },
-        Tags=JOB_TAGS,
-    )
-    return name
+    return _define_job(world, table)
 
 
 def put_change_file(world: World, table: str, offset: int, partition: int = 0) -> str:
@@ -313,34 +333,16 @@ def create_sized_job(
     """The table's merge job as the stack defines it with worker bounds: G.1X workers up to
     ``max_workers`` (auto scaling on) and the dispatcher's sizing arguments (``compaction``: a
     MERGE_ON_READ job's), but no objective: its table starts whenever work waits."""
-    name = job_name(table)
-    world.glue.create_job(
-        Name=name,
-        Role="arn:aws:iam::123456789012:role/merge",
-        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-        GlueVersion="5.0",
-        WorkerType="G.1X",
-        NumberOfWorkers=max_workers,
-        ExecutionProperty={"MaxConcurrentRuns": 1},
-        Tags=JOB_TAGS,
-        DefaultArguments={
-            "--table": table,
-            "--changes_path": changes_of(table),
-            "--warehouse_path": WAREHOUSE,
-            "--database": DATABASE,
-            "--record_key": "id",
-            "--enable-auto-scaling": "true",
-            "--dispatch_min_workers": str(min_workers),
-            "--dispatch_bytes_per_executor": str(bytes_per_executor),
-            **(
-                {"--max_bytes_per_run": str(max_bytes_per_run)}
-                if max_bytes_per_run is not None
-                else {}
-            ),
-            **(compaction or {}),
-        },
-    )
-    return name
+    arguments = {
+        "--enable-auto-scaling": "true",
+        "--dispatch_min_workers": str(min_workers),
+        "--dispatch_bytes_per_executor": str(bytes_per_executor),
+        **(
+            {"--max_bytes_per_run": str(max_bytes_per_run)} if max_bytes_per_run is not None else {}
+        ),
+        **(compaction or {}),
+    }
+    return _define_job(world, table, arguments, worker_type="G.1X", workers=max_workers)
 
 
 def create_objective_job(
@@ -357,27 +359,13 @@ def create_objective_job(
     )
     job = config.lake.glue_job_of(own)
     cap = job.bytes_per_run() if max_bytes_per_run is None else max_bytes_per_run
-    name = job_name(table)
-    world.glue.create_job(
-        Name=name,
-        Role="arn:aws:iam::123456789012:role/merge",
-        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-        GlueVersion="5.0",
-        WorkerType=job.worker_type,
-        NumberOfWorkers=job.number_of_workers,
-        ExecutionProperty={"MaxConcurrentRuns": 1},
-        Tags=JOB_TAGS,
-        DefaultArguments={
-            "--table": table,
-            "--changes_path": changes_of(table),
-            "--warehouse_path": WAREHOUSE,
-            "--database": DATABASE,
-            "--record_key": "id",
-            "--max_bytes_per_run": str(cap),
-            **{f"--{k}": str(v) for k, v in config.lake.dispatch_of(own).items()},
-        },
+    arguments = {
+        "--max_bytes_per_run": str(cap),
+        **{f"--{k}": str(v) for k, v in config.lake.dispatch_of(own).items()},
+    }
+    return _define_job(
+        world, table, arguments, worker_type=job.worker_type, workers=job.number_of_workers
     )
-    return name
 
 
 def written_at(world: World, path: str) -> float:
