@@ -32,6 +32,26 @@ def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[st
     }
 
 
+#: The alarms stacks.components.lake_alarms.LakeAlarms makes for each lake table, by the name
+#: of their construct (Lag and ChangeFilesExpiring both watch LagSeconds, so only the construct
+#: tells them apart).
+LAKE_ALARM_KINDS = ("Lag", "ChangeFilesExpiring", "Quarantined")
+
+
+def lake_alarms(template: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """A template's lake alarms by kind (:data:`LAKE_ALARM_KINDS`), each kind's by the table its
+    Table dimension names: the alarms' properties. A kind's construct is ``<kind><table>``
+    under the LakeAlarms construct, whatever that one's id (``LakeAlarms`` in the operations
+    stack)."""
+    found: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in LAKE_ALARM_KINDS}
+    for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
+        for kind in LAKE_ALARM_KINDS:
+            if f"Alarms{kind}" in logical_id:
+                dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+                found[kind][dims["Table"]] = alarm
+    return found
+
+
 def only(template: dict[str, Any], resource_type: str) -> dict[str, Any]:
     found = list(resources(template, resource_type).values())
     assert len(found) == 1, f"expected one {resource_type}, found {len(found)}"

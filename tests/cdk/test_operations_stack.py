@@ -10,6 +10,7 @@ import pytest
 from tests.cdk.stack_helpers import (
     as_list,
     assert_rule_dead_letters,
+    lake_alarms,
     masked,
     resources,
 )
@@ -27,17 +28,13 @@ def dev(dev_synth) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return dict(dev_synth.template("operations"))
 
 
-def _alarms(template: dict[str, Any], metric: str, kind: str = "") -> dict[str, dict[str, Any]]:
-    """Alarms on a CdcLake metric, by their Table dimension; ``kind``: only the lake alarms of
-    that construct name (``Lag``, ``ChangeFilesExpiring``: both watch LagSeconds)."""
-    found = {}
-    for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
-        if kind and f"Alarms{kind}" not in logical_id:
-            continue
-        if (alarm["Namespace"], alarm["MetricName"]) == ("CdcLake", metric):
-            dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
-            found[dims["Table"]] = {**alarm, "dims": dims}
-    return found
+def _alarms(template: dict[str, Any], metric: str, kind: str) -> dict[str, dict[str, Any]]:
+    """The lake alarms of a kind on a CdcLake metric, by their Table dimension."""
+    return {
+        table: {**alarm, "dims": {d["Name"]: d["Value"] for d in alarm["Dimensions"]}}
+        for table, alarm in lake_alarms(template)[kind].items()
+        if (alarm["Namespace"], alarm["MetricName"]) == ("CdcLake", metric)
+    }
 
 
 def _dashboard_body(template: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +115,7 @@ def test_operations_change_files_expiring_alarm_per_lake_table_at_half_their_lif
 
 
 def test_operations_quarantine_alarm_on_any_line(dev_synth, dev) -> None:  # type: ignore[no-untyped-def]
-    alarms = _alarms(dev, "Quarantined")
+    alarms = _alarms(dev, "Quarantined", "Quarantined")
     assert sorted(alarms) == sorted(t.name for t in dev_synth.config.lake_tables)
     for alarm in alarms.values():
         assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (

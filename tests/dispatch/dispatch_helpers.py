@@ -16,6 +16,7 @@ from cdclake_merge.dispatch import MERGE_JOB_TAG
 from cdclake_merge.pending import CATALOG_UNSYNCED, CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import advance, positions_as_json, scan
 from cdclake_merge.storage import S3FileSystem, join
+from tests.cdk.stack_helpers import lake_alarms
 
 REGION = "us-east-1"
 PREFIX = "cdclake-dev"
@@ -302,18 +303,11 @@ def lag_dimensions() -> list[dict[str, str]]:
 
 def lag_alarm_threshold(template: dict[str, Any], table: str) -> float:
     """The threshold (seconds) of the lag alarm on ``table`` in a synthesized template."""
-    from cdclake_merge.metrics import LAG, TABLE
+    from cdclake_merge.metrics import LAG
 
     # The freshness alarm; the table's ChangeFilesExpiring alarm watches the same metric.
-    found = [
-        alarm["Properties"]
-        for logical_id, alarm in template["Resources"].items()
-        if alarm["Type"] == "AWS::CloudWatch::Alarm"
-        and "AlarmsLag" in logical_id
-        and alarm["Properties"].get("MetricName") == LAG
-        and {"Name": TABLE, "Value": table} in alarm["Properties"].get("Dimensions", [])
-    ]
-    (alarm,) = found
+    alarm = lake_alarms(template)["Lag"][table]
+    assert alarm["MetricName"] == LAG, alarm
     return float(alarm["Threshold"])
 
 

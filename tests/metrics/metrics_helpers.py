@@ -89,19 +89,3 @@ def statistics(
         raise AssertionError(f"no {name} datapoint published in {unit}")
     (point,) = answer["Datapoints"]
     return {k: float(point[k]) for k in ("Sum", "Minimum", "Maximum", "SampleCount")}
-
-
-LAKE_ALARM_KINDS = ("Lag", "ChangeFilesExpiring", "Quarantined")
-
-
-def lake_alarms(template: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
-    """The template's alarms on ``table``'s lake metrics, by their construct in LakeAlarms
-    (``Lag``, ``ChangeFilesExpiring``, ``Quarantined``: two of them watch LagSeconds)."""
-    found = {}
-    for logical_id, resource in template["Resources"].items():
-        props = resource["Properties"] if resource["Type"] == "AWS::CloudWatch::Alarm" else {}
-        dims = {d["Name"]: d["Value"] for d in props.get("Dimensions", ())}
-        if props.get("Namespace") == metrics.NAMESPACE and dims.get(metrics.TABLE) == table:
-            construct = logical_id.removeprefix("LakeAlarms")
-            found[next(k for k in LAKE_ALARM_KINDS if construct.startswith(k))] = props
-    return found

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from cdclake_merge import metrics
+from tests.cdk.stack_helpers import lake_alarms
 from tests.metrics.metrics_helpers import (
     job_arguments,
-    lake_alarms,
     local_argv,
     moto_server,
     newest_source_ts_ms,
@@ -163,7 +163,8 @@ def test_metrics_units_are_seconds_and_counts_as_the_alarms_expect(
     for name, unit in PUBLISHED_UNITS.items():
         runs = 1 if name == metrics.LAG else 2  # the run with nothing new publishes no lag
         assert statistics(cloudwatch, name, "dev", TABLE, unit=unit)["SampleCount"] == runs, name
-    alarms = lake_alarms(synth("dev").template("operations"), TABLE)
+    by_kind = lake_alarms(synth("dev").template("operations"))
+    alarms = {kind: tables[TABLE] for kind, tables in by_kind.items() if TABLE in tables}
     assert set(alarms) == {"Lag", "ChangeFilesExpiring", "Quarantined"}
     for kind, alarm in alarms.items():
         unit = PUBLISHED_UNITS[alarm["MetricName"]]
