@@ -26,6 +26,7 @@ from cdclake.status import expiry_warning, metric_lag
 from environment.artifacts import PLUGIN_BUILD_HINT, PluginNotFound, plugin_source
 from environment.config import ConfigError, EnvironmentConfig, load_config
 from environment.paths import CONFIG_DIR, REPO_ROOT
+from environment.replication import replication_slots_needed
 
 # The bootstrap version the CDK's default synthesizer requires (each template's
 # CheckBootstrapVersion rule and the assembly's requiresBootstrapStackVersion).
@@ -35,6 +36,14 @@ DEFAULT_QUALIFIER = "hnb659fds"
 # Service Quotas codes: VPCs per Region, and EC2-VPC Elastic IPs (one per NAT gateway).
 VPC_QUOTA = ("vpc", "L-F678F1CE")
 ELASTIC_IP_QUOTA = ("ec2", "L-0263D0A3")
+
+# An existing cluster (database.existing): the engines Debezium's PostgreSQL connector reads
+# (Aurora, and RDS Multi-AZ DB clusters), and the major versions cdc-lake states
+# (docs/database.md): 16, what it creates, and 15, what the bootstrap's tests run against.
+EXISTING_ENGINES = ("aurora-postgresql", "postgres")
+SUPPORTED_MAJOR_VERSIONS = ("15", "16")
+# The cap of WAL a stalled slot may keep, unset: PostgreSQL's -1 (no cap).
+UNSET_WAL_KEEP = ("", "-1")
 
 Status = Literal["ok", "FAIL", "skip"]
 # What a call can end in besides an answer (an unparsable reply is not a BotoCoreError).
@@ -301,6 +310,190 @@ def check_change_file_expiry(
     )
 
 
+def _describe_cluster(config: EnvironmentConfig, session: boto3.Session) -> dict[str, Any] | str:
+    """The existing cluster as RDS describes it, or what to do when it cannot be read."""
+    existing = config.database.existing
+    assert existing is not None
+    try:
+        clusters = session.client("rds").describe_db_clusters(
+            DBClusterIdentifier=existing.cluster_identifier
+        )["DBClusters"]
+    except AWS_ERRORS as exc:
+        return (
+            f"cannot read cluster {existing.cluster_identifier} in {config.region} "
+            f"({_error(exc)}): fix database.existing.cluster_identifier or the credentials"
+        )
+    return dict(clusters[0])
+
+
+def check_existing_cluster(config: EnvironmentConfig, session: boto3.Session) -> Check:
+    """The cluster of ``database.existing``: an engine and version Debezium reads as we use
+    it, reached at the endpoint, port and security group the config gives."""
+    name = "existing cluster"
+    existing = config.database.existing
+    assert existing is not None
+    cluster = _describe_cluster(config, session)
+    if isinstance(cluster, str):
+        return Check(name, "FAIL", cluster)
+    engine, version = cluster["Engine"], cluster["EngineVersion"]
+    problems = []
+    if engine not in EXISTING_ENGINES:
+        problems.append(
+            f"engine {engine} is not PostgreSQL ({' or '.join(EXISTING_ENGINES)}): attach a "
+            f"PostgreSQL cluster"
+        )
+    elif version.split(".", 1)[0] not in SUPPORTED_MAJOR_VERSIONS:
+        problems.append(
+            f"{engine} {version} is not a version cdc-lake runs Debezium against "
+            f"({', '.join(SUPPORTED_MAJOR_VERSIONS)}): upgrade the cluster's major version"
+        )
+    if cluster.get("Endpoint") != existing.endpoint:
+        problems.append(
+            f"its writer endpoint is {cluster.get('Endpoint')}: set database.existing.endpoint "
+            f"to it (logical replication reads the writer)"
+        )
+    if cluster.get("Port") != existing.port:
+        problems.append(f"it listens on {cluster.get('Port')}: set database.existing.port to it")
+    groups = [g["VpcSecurityGroupId"] for g in cluster.get("VpcSecurityGroups", [])]
+    if existing.security_group_id not in groups:
+        problems.append(
+            f"{existing.security_group_id} is not one of its security groups {groups}: set "
+            f"database.existing.security_group_id to one of them"
+        )
+    if problems:
+        return Check(name, "FAIL", f"{existing.cluster_identifier}: {'; '.join(problems)}")
+    return Check(
+        name,
+        "ok",
+        f"{existing.cluster_identifier}: {engine} {version} at {existing.endpoint}:"
+        f"{existing.port}, {existing.security_group_id}",
+    )
+
+
+def replication_parameter_problems(values: dict[str, str], needed: int) -> list[str]:
+    """What an existing cluster's parameter group must change for the captures: ``values``
+    are the group's parameters that have a value (an unset one is the engine's default)."""
+    problems = []
+    if values.get("rds.logical_replication") != "1":
+        problems.append("set rds.logical_replication = 1 (wal_level becomes logical)")
+    for parameter in ("max_replication_slots", "max_wal_senders"):
+        value = values.get(parameter, "")
+        if not value.isdigit() or int(value) < needed:
+            shown = value or "not set"
+            problems.append(f"set {parameter} to at least {needed} (is {shown})")
+    if values.get("max_slot_wal_keep_size", "") in UNSET_WAL_KEEP:
+        problems.append(
+            "set max_slot_wal_keep_size (MB; e.g. 20480) so a stalled slot cannot fill the disk"
+        )
+    return problems
+
+
+def check_existing_cluster_parameters(config: EnvironmentConfig, session: boto3.Session) -> Check:
+    """The existing cluster's parameter group lets both captures replicate, applied."""
+    name = "existing cluster parameters"
+    cluster = _describe_cluster(config, session)
+    if isinstance(cluster, str):
+        return Check(name, "FAIL", cluster)
+    group = cluster["DBClusterParameterGroup"]
+    try:
+        parameters = [
+            parameter
+            for page in session.client("rds")
+            .get_paginator("describe_db_cluster_parameters")
+            .paginate(DBClusterParameterGroupName=group)
+            for parameter in page["Parameters"]
+        ]
+    except AWS_ERRORS as exc:
+        return Check(name, "FAIL", f"cannot read cluster parameter group {group} ({_error(exc)})")
+    values = {
+        p["ParameterName"]: str(p["ParameterValue"]) for p in parameters if "ParameterValue" in p
+    }
+    needed = replication_slots_needed(config)
+    problems = replication_parameter_problems(values, needed)
+    if problems:
+        where = (
+            "create a cluster parameter group of the cluster's family, attach it and in it "
+            if group.startswith("default.")
+            else f"in cluster parameter group {group}, "
+        )
+        return Check(
+            name,
+            "FAIL",
+            f"{where}{'; '.join(problems)}; these are static: reboot the writer afterwards",
+        )
+    pending = [
+        m["DBInstanceIdentifier"]
+        for m in cluster.get("DBClusterMembers", [])
+        if m.get("DBClusterParameterGroupStatus") == "pending-reboot"
+    ]
+    if pending:
+        return Check(
+            name,
+            "FAIL",
+            f"{group} is set but not applied on {', '.join(pending)}: reboot "
+            f"{'it' if len(pending) == 1 else 'them'} (static parameters apply on reboot)",
+        )
+    return Check(
+        name,
+        "ok",
+        f"{group}: logical replication on, {needed} slots and WAL senders at least, "
+        f"max_slot_wal_keep_size {values['max_slot_wal_keep_size']} MB",
+    )
+
+
+def check_existing_network(config: EnvironmentConfig, session: boto3.Session) -> Check:
+    """The subnets of ``network.existing`` (and the security group of ``database.existing``)
+    are in its VPC, each subnet in its zone."""
+    name = "existing network"
+    network = config.network.existing
+    assert network is not None
+    ec2 = session.client("ec2")
+    try:
+        ec2.describe_vpcs(VpcIds=[network.vpc_id])
+        subnets = {
+            s["SubnetId"]: s
+            for s in ec2.describe_subnets(SubnetIds=network.private_subnet_ids)["Subnets"]
+        }
+    except AWS_ERRORS as exc:
+        return Check(
+            name,
+            "FAIL",
+            f"cannot read {network.vpc_id} and its subnets ({_error(exc)}): fix network.existing",
+        )
+    problems = []
+    for subnet_id, zone in zip(network.private_subnet_ids, network.availability_zones, strict=True):
+        subnet = subnets[subnet_id]
+        if subnet["VpcId"] != network.vpc_id:
+            problems.append(f"subnet {subnet_id} is in {subnet['VpcId']}, not {network.vpc_id}")
+        elif subnet["AvailabilityZone"] != zone:
+            problems.append(
+                f"subnet {subnet_id} is in {subnet['AvailabilityZone']}, listed for {zone}: "
+                f"list the zones in the subnets' order"
+            )
+    database = config.database.existing
+    if database is not None:
+        try:
+            (group,) = ec2.describe_security_groups(GroupIds=[database.security_group_id])[
+                "SecurityGroups"
+            ]
+        except AWS_ERRORS as exc:
+            problems.append(f"security group {database.security_group_id} ({_error(exc)})")
+        else:
+            if group["VpcId"] != network.vpc_id:
+                problems.append(
+                    f"security group {database.security_group_id} is in {group['VpcId']}, "
+                    f"not {network.vpc_id}"
+                )
+    if problems:
+        return Check(name, "FAIL", f"{'; '.join(problems)}: fix network.existing")
+    return Check(
+        name,
+        "ok",
+        f"{network.vpc_id}: {len(subnets)} private subnets in "
+        f"{', '.join(network.availability_zones)}",
+    )
+
+
 # Checks that read only this machine: they run without credentials too.
 OFFLINE_CHECKS = frozenset({"RDS CA bundle"})
 
@@ -319,12 +512,22 @@ def run_checks(
             "s3 sink", connect.s3_sink_plugin, session, repo_root
         ),
         "RDS CA bundle": lambda: check_rds_ca(config),
-        "Aurora engine version": lambda: check_engine_version(config, session),
-        "cluster parameters": lambda: check_cluster_parameters(config, session),
-        "quota: VPCs": lambda: check_vpc_quota(config, session),
-        "quota: Elastic IPs": lambda: check_elastic_ip_quota(config, session),
-        "change file expiry": lambda: check_change_file_expiry(config, session),
     }
+    # What the stacks create is checked for creating it; what exists, for being usable.
+    if config.database.existing is None:
+        checks["Aurora engine version"] = lambda: check_engine_version(config, session)
+        checks["cluster parameters"] = lambda: check_cluster_parameters(config, session)
+    else:
+        checks["existing cluster"] = lambda: check_existing_cluster(config, session)
+        checks["existing cluster parameters"] = lambda: check_existing_cluster_parameters(
+            config, session
+        )
+    if config.network.existing is None:
+        checks["quota: VPCs"] = lambda: check_vpc_quota(config, session)
+        checks["quota: Elastic IPs"] = lambda: check_elastic_ip_quota(config, session)
+    else:
+        checks["existing network"] = lambda: check_existing_network(config, session)
+    checks["change file expiry"] = lambda: check_change_file_expiry(config, session)
     credentials = check_credentials(config, session)
     if credentials.failed:
         return [

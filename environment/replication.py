@@ -13,6 +13,29 @@ from typing import TypedDict
 
 from environment.config import EnvironmentConfig
 
+# Slots (and WAL senders) beyond the captures' own: a capture being replaced (an upgrade, a
+# rebuilt connector) reads while its successor starts, and an operator's pg_recvlogical or
+# `pg_logical_slot_peek_changes` session takes one more.
+REPLICATION_SLOT_MARGIN = 2
+
+
+def replication_slots_needed(config: EnvironmentConfig) -> int:
+    """Logical replication slots, and WAL senders, the environment's captures need: one per
+    capture carrying tables (the lake's, the fan-out's) plus :data:`REPLICATION_SLOT_MARGIN`."""
+    captures = sum(1 for tables in (config.lake_tables, config.fanout_tables) if tables)
+    return captures + REPLICATION_SLOT_MARGIN
+
+
+def master_endpoint(config: EnvironmentConfig) -> dict[str, str]:
+    """``Host`` and ``Port`` of the bootstrap's (and the snapshot signal's) properties: an
+    existing cluster's endpoint, since its master secret may hold no host (RDS-managed ones
+    hold only the username and password); none for a cluster the stack creates, whose
+    generated secret has both."""
+    existing = config.database.existing
+    if existing is None:
+        return {}
+    return {"Host": existing.endpoint, "Port": str(existing.port)}
+
 
 class TablePayload(TypedDict):
     name: str
