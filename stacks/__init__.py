@@ -24,13 +24,26 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
     def stack_id(name: str) -> str:
         return f"{config.prefix.title().replace('-', '')}{name}"
 
-    network = NetworkStack(app, stack_id("Network"), config=config, env=env)
-    database = DatabaseStack(app, stack_id("Database"), config=config, vpc=network.vpc, env=env)
+    # With network.existing there is nothing to create: no network stack, whose empty template
+    # CloudFormation would refuse; the database stack imports the VPC for every stack.
+    network = (
+        NetworkStack(app, stack_id("Network"), config=config, env=env)
+        if config.network.existing is None
+        else None
+    )
+    database = DatabaseStack(
+        app,
+        stack_id("Database"),
+        config=config,
+        vpc=network.vpc if network is not None else None,
+        env=env,
+    )
+    vpc = database.vpc
     lake = LakeStack(
         app,
         stack_id("Lake"),
         config=config,
-        vpc=network.vpc,
+        vpc=vpc,
         alarm_topic=database.alarm_topic,
         env=env,
     )
@@ -38,13 +51,13 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
         app,
         stack_id("Capture"),
         config=config,
-        vpc=network.vpc,
+        vpc=vpc,
         database=database,
         lake=lake,
         env=env,
     )
     fanout = FanOutStack(
-        app, stack_id("FanOut"), config=config, vpc=network.vpc, database=database, env=env
+        app, stack_id("FanOut"), config=config, vpc=vpc, database=database, env=env
     )
     operations = OperationsStack(
         app,
@@ -58,7 +71,7 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
     )
 
     stacks: dict[str, cdk.Stack] = {
-        "network": network,
+        **({"network": network} if network is not None else {}),
         "database": database,
         "lake": lake,
         "capture": capture,

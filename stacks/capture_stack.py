@@ -25,6 +25,7 @@ from connectors.configs import (
 )
 from environment.artifacts import rds_ca_bundle
 from environment.config import EnvironmentConfig
+from environment.replication import master_endpoint
 from stacks.components.database_access import allow_database_from, database_endpoint
 from stacks.components.kafka_cluster import KafkaCluster
 from stacks.components.kafka_connectors import KafkaConnectors
@@ -124,6 +125,7 @@ class CaptureStack(cdk.Stack):
                 "MasterSecretArn": database.master_secret.secret_arn,
                 "Publication": replication.publication,
                 "SignalTable": replication.signal_table,
+                **master_endpoint(config),
             },
         )
         for connector in self.connectors.connectors:

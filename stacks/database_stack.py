@@ -6,15 +6,17 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_rds as rds
 from constructs import Construct
 
 from connectors.configs import connector_name
 from environment.artifacts import rds_ca_bundle
 from environment.config import EnvironmentConfig
-from environment.replication import bootstrap_spec
-from stacks.components.database import DATABASE_PORT, Database
+from environment.replication import bootstrap_spec, master_endpoint
+from stacks.components.database import DATABASE_PORT, AttachedDatabase, Database
 from stacks.components.database_alarms import DatabaseAlarms
 from stacks.components.debezium_server import service_names
+from stacks.components.network import existing_vpc
 from stacks.components.operator_access import OperatorAccess
 from stacks.components.replication_bootstrap import ReplicationBootstrap
 
@@ -33,24 +35,46 @@ class DatabaseStack(cdk.Stack):
         construct_id: str,
         *,
         config: EnvironmentConfig,
-        vpc: ec2.IVpc,
+        vpc: ec2.IVpc | None,
         **kwargs: Any,
     ) -> None:
+        """``vpc``: the network stack's, or None with ``network.existing``: then the user's VPC
+        is imported here, by id (no lookup), for this stack and the ones after it."""
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        cluster_identifier = config.resource_name("aurora")
+        if vpc is None:
+            assert config.network.existing is not None, "a VPC to import, or the created one"
+            vpc = existing_vpc(self, "Vpc", config=config.network.existing)
+        #: The environment's VPC, as every stack after this one places its resources.
+        self.vpc = vpc
+        cluster_identifier = config.cluster_identifier
+        existing = config.database.existing
 
-        self.database = Database(
-            self, "Database", config=config.database, vpc=vpc, cluster_identifier=cluster_identifier
-        )
-        #: Aurora PostgreSQL cluster (Amazon RDS).
-        self.cluster = self.database.cluster
-        #: Customer-managed KMS key of the cluster, its snapshots and its secrets.
+        self.database: Database | AttachedDatabase
+        if existing is None:
+            self.database = Database(
+                self,
+                "Database",
+                config=config.database,
+                vpc=vpc,
+                cluster_identifier=cluster_identifier,
+            )
+        else:
+            self.database = AttachedDatabase(
+                self,
+                "Database",
+                config=existing,
+                retain_secrets=config.database.deletion_protection,
+            )
+        #: Aurora PostgreSQL cluster (Amazon RDS): created here, or the existing one imported.
+        self.cluster: rds.IDatabaseCluster = self.database.cluster
+        #: Customer-managed KMS key of the cluster, its snapshots and its secrets (with an
+        #: existing cluster: of the secrets this stack keeps).
         self.encryption_key = self.database.encryption_key
         #: Name of the application database in the cluster.
         self.database_name = config.database.name
         #: TCP port of the cluster endpoints.
-        self.port = DATABASE_PORT
+        self.port = DATABASE_PORT if existing is None else existing.port
 
         self.alarms = DatabaseAlarms(
             self,
@@ -72,13 +96,15 @@ class DatabaseStack(cdk.Stack):
             spec=bootstrap_spec(config),
             environment=config.env,
             vpc=vpc,
-            vpc_cidr=config.network.cidr,
+            # An existing VPC has no endpoints of ours to open: its APIs go out through its NAT.
+            vpc_cidr=config.network.cidr if config.network.existing is None else None,
             cluster=self.cluster,
             master_secret=self.database.master_secret,
             encryption_key=self.encryption_key,
             alarm_topic=self.alarm_topic,
             rds_ca_bundle=rds_ca_bundle(config),
             captures=captures(config),
+            master_endpoint=master_endpoint(config),
         )
         self.cluster.connections.allow_default_port_from(
             self.bootstrap.security_group, "Replication bootstrap"

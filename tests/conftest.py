@@ -227,7 +227,7 @@ def _cli_down(stack: LocalStack) -> None:
 
 
 # The areas whose modules may use the session's stack: under pytest-xdist they share a worker.
-SHARED_STACK_AREAS = frozenset({"local", "fanout_e2e", "query"})
+SHARED_STACK_AREAS = frozenset({"local", "fanout_e2e", "query", "bootstrap"})
 SHARED_STACK_GROUP = "the shared local stack"
 
 

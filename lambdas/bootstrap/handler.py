@@ -4,8 +4,10 @@
 database through ``read_secret`` and ``connect``. The SQL lives in :mod:`sql`.
 
 Resource properties: ``Spec`` (JSON of :class:`sql.BootstrapSpec`), ``Database``,
-``MasterSecretArn`` and ``ReplicationSecretArn``. Passwords are read from Secrets Manager at
-run time and never logged or returned.
+``MasterSecretArn`` and ``ReplicationSecretArn``, and for a cluster the stack did not create
+``Host`` and ``Port`` (its master secret, one RDS manages for instance, may hold only the
+username and password). Passwords are read from Secrets Manager at run time and never logged
+or returned.
 
 A direct invocation with ``{"RequestType": "Reconcile"}`` re-runs the bootstrap with the
 properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the application's
@@ -96,6 +98,15 @@ def tls_context() -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_NONE
         return context
     raise RuntimeError("RDS_CA_BUNDLE is not set and database.tls_verify is not false")
+
+
+def master_secret(props: dict[str, Any]) -> dict[str, Any]:
+    """The master user's credentials, at ``Host``:``Port`` where the properties give them
+    (an existing cluster's endpoint), else at the secret's own ``host`` and ``port``."""
+    secret = read_secret(props["MasterSecretArn"])
+    if "Host" in props:
+        secret = {**secret, "host": props["Host"], "port": props["Port"]}
+    return secret
 
 
 def connect(secret: dict[str, Any], database: str) -> Connection:
@@ -202,7 +213,7 @@ def _run(
     """The bootstrap; with ``signal_joined`` (a Reconcile), captures restarted first."""
     spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
     database = props["Database"]
-    master = read_secret(props["MasterSecretArn"])
+    master = master_secret(props)
     replication = read_secret(props["ReplicationSecretArn"])
     login = {**master, "username": spec.replication_user, "password": replication["password"]}
     works = _can_login(login, database)
@@ -306,7 +317,7 @@ def delete(props: dict[str, Any], physical_id: str) -> dict[str, Any]:
     if not spec.drop_objects_on_delete:
         logger.info("delete: keeping publication, CDC tables and role (drop_objects_on_delete off)")
         return {"PhysicalResourceId": physical_id}
-    conn = connect(read_secret(props["MasterSecretArn"]), props["Database"])
+    conn = connect(master_secret(props), props["Database"])
     try:
         dropped = teardown(conn, spec)
     finally:
@@ -322,7 +333,7 @@ def signal_new_tables(props: dict[str, Any], old_props: dict[str, Any]) -> dict[
     added = [t for t in json.loads(props["Tables"]) if t not in json.loads(old_props["Tables"])]
     joined: list[str] = []
     if added:
-        conn = connect(read_secret(props["MasterSecretArn"]), props["Database"])
+        conn = connect(master_secret(props), props["Database"])
         try:
             published = publication_tables(conn, props["Publication"]) or set()
             joined = [t for t in added if t in published]

@@ -6,9 +6,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from environment.config import DatabaseConfig
+from environment.config import DatabaseConfig, ExistingDatabase
 from stacks.components.log_storage import log_group
 from stacks.components.nag import acknowledge
 
@@ -110,7 +111,13 @@ class Database(Construct):
                 for i in range(1, config.instances)
             ],
             vpc=vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+            # An existing VPC brings only private subnets (network.existing): the cluster joins
+            # them there, and the isolated tier where the stack made one.
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PRIVATE_ISOLATED
+                if vpc.isolated_subnets
+                else ec2.SubnetType.PRIVATE_WITH_EGRESS
+            ),
             security_groups=[self.security_group],
             storage_encrypted=True,
             storage_encryption_key=self.encryption_key,
@@ -155,3 +162,52 @@ class Database(Construct):
         secret = self.cluster.secret
         assert secret is not None  # generated credentials always produce one
         return secret  # type: ignore[return-value]
+
+
+class AttachedDatabase(Construct):
+    """The user's cluster (``database.existing``), imported by its identifier, endpoint, port,
+    security group and master secret: nothing of it is created, so no removal policy,
+    retention or snapshot of ours can reach it. The one resource of its own is a key for the
+    secrets the environment keeps (the replication role's), since the cluster's key is not ours.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ExistingDatabase,
+        retain_secrets: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.encryption_key = kms.Key(
+            self,
+            "Key",
+            description=f"cdc-lake secrets for cluster {config.cluster_identifier}",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN
+            if retain_secrets
+            else cdk.RemovalPolicy.DESTROY,
+        )
+        # Mutable: ingress from our own groups becomes rules of our stacks on the user's group
+        # (AWS::EC2::SecurityGroupIngress), which a deploy adds and a delete removes. Outbound
+        # taken as allowed, so CDK never adds an egress rule to a group that is not ours.
+        self.security_group = ec2.SecurityGroup.from_security_group_id(
+            self,
+            "SecurityGroup",
+            config.security_group_id,
+            allow_all_outbound=True,
+            mutable=True,
+        )
+        self.cluster = rds.DatabaseCluster.from_database_cluster_attributes(
+            self,
+            "Cluster",
+            cluster_identifier=config.cluster_identifier,
+            cluster_endpoint_address=config.endpoint,
+            port=config.port,
+            security_groups=[self.security_group],
+        )
+        #: The master user's secret, read by the bootstrap only (never rotated or changed here).
+        self.master_secret = secretsmanager.Secret.from_secret_complete_arn(
+            self, "MasterSecret", config.master_secret_arn
+        )

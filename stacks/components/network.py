@@ -6,7 +6,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from environment.config import NetworkConfig
+from environment.config import ExistingNetwork, NetworkConfig
 from stacks.components.log_storage import log_group
 
 # Interface endpoints that keep private AWS API calls inside the VPC: the bootstrap Lambda and the
@@ -91,3 +91,15 @@ class Network(Construct):
             )
             for name, service in INTERFACE_ENDPOINTS.items()
         }
+
+
+def existing_vpc(scope: Construct, construct_id: str, *, config: ExistingNetwork) -> ec2.IVpc:
+    """The user's VPC from its ids alone: no context lookup (synth stays offline), and only the
+    private subnets given, which every placement here selects as PRIVATE_WITH_EGRESS."""
+    return ec2.Vpc.from_vpc_attributes(
+        scope,
+        construct_id,
+        vpc_id=config.vpc_id,
+        availability_zones=config.availability_zones,
+        private_subnet_ids=config.private_subnet_ids,
+    )

@@ -56,23 +56,28 @@ class ReplicationBootstrap(Construct):
         spec: BootstrapPayload,
         environment: str,
         vpc: ec2.IVpc,
-        vpc_cidr: str,
-        cluster: rds.DatabaseCluster,
+        vpc_cidr: str | None,
+        cluster: rds.IDatabaseCluster,
         master_secret: secretsmanager.ISecret,
         encryption_key: kms.IKey,
         alarm_topic: sns.ITopic,
         rds_ca_bundle: Path | None,
         captures: Sequence[Mapping[str, str]],
+        master_endpoint: Mapping[str, str],
     ) -> None:
         """``spec``: what the bootstrap makes (``environment.replication.bootstrap_spec``);
         ``environment`` names the Environment dimension of its metric; ``rds_ca_bundle``: the
         RDS CA bundle the function verifies Aurora with (shipped in a layer), None when the
-        config opts out of verifying. Reaching the cluster and reading ``master_secret`` are
-        the composing stack's grants to :attr:`security_group` and :attr:`function`.
+        config opts out of verifying; ``vpc_cidr``: the VPC whose interface endpoints it
+        calls, None in a VPC without ours (it then calls out on 443 only). Reaching the cluster
+        and reading ``master_secret`` are the composing stack's grants to
+        :attr:`security_group` and :attr:`function`.
         ``captures``: each capture's slot and signal table, and the MSK Connect connector
         (``connector``) or ECS service (``cluster``, ``service``) running it, by fixed names:
         a Reconcile restarts those carrying tables about to join (lambdas/bootstrap/handler.py
-        says why)."""
+        says why). ``master_endpoint``: ``Host`` and ``Port`` the function connects to as the
+        master user, for a cluster whose master secret may hold no host (empty: the
+        secret's)."""
         super().__init__(scope, construct_id)
         replication = database.replication
         private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -100,9 +105,10 @@ class ReplicationBootstrap(Construct):
             description="Replication bootstrap Lambda",
             allow_all_outbound=False,
         )
-        self.security_group.add_egress_rule(
-            ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "VPC endpoints"
-        )
+        if vpc_cidr is not None:
+            self.security_group.add_egress_rule(
+                ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "VPC endpoints"
+            )
         if captures:
             # MSK Connect's API has no VPC endpoint: RestartConnector goes out through the NAT.
             self.security_group.add_egress_rule(
@@ -114,6 +120,7 @@ class ReplicationBootstrap(Construct):
             "Database": database.name,
             "MasterSecretArn": master_secret.secret_arn,
             "ReplicationSecretArn": self.replication_secret.secret_arn,
+            **master_endpoint,
         }
         # The RDS CA bundle in a layer of its own (/opt/<file>): not in the code asset, which
         # is the package folder as the repository keeps it.
