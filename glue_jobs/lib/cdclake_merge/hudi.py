@@ -38,7 +38,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from cdclake_merge.generations import generation_folder
 from cdclake_merge.hudi_options import (
     DEFAULT_RECORD_INDEX_FILE_GROUPS,
     READ_OPTIONS,
@@ -116,6 +118,7 @@ class HudiTable:
         savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
         record_index_file_groups: int | None = None,
         compaction_io_mb: int | None = None,
+        generation: int = 1,
     ) -> None:
         self.database, _, self.name = table.partition(".")
         if not self.database or not self.name or "." in self.name:
@@ -123,10 +126,18 @@ class HudiTable:
         self.table, self.key = table, tuple(key)
         self.partition_fields, self.table_type = tuple(partition_fields), table_type
         self.fs, self._spark_factory = fs, spark_factory
-        self.root = join(warehouse, f"{self.database}.db", self.name)
+        # A rebuild's generation n >= 2 lives beside the table at <table>__g<n>, with its own
+        # sidecar, and keeps the table's Hudi and catalog name (cdclake_merge.generations).
+        self.generation = generation
+        folder = generation_folder(self.name, generation)
+        self.root = join(warehouse, f"{self.database}.db", folder)
         self.timeline = join(self.root, ".hoodie")
-        self.sidecar = join(warehouse, f"{self.database}.db", SIDECAR, self.name)
-        self.quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
+        self.sidecar = join(warehouse, f"{self.database}.db", SIDECAR, folder)
+        quarantine_root = quarantine_root or join(warehouse, "_quarantine", table)
+        # Quarantine sets are named by version, which each generation counts from 1.
+        self.quarantine_root = (
+            quarantine_root if generation == 1 else join(quarantine_root, f"g{generation}")
+        )
         self.sync_catalog = sync_catalog
         self.retain_hours, self.savepoint_days = retain_hours, savepoint_days
         # None: not sized by config (a read-only command, a merge without --env): a new
@@ -472,6 +483,24 @@ class HudiTable:
         if self.sync_catalog and state.exists:
             self.register(spark, state)
         return state
+
+    def take_over_catalog(self, spark: SparkSession, state: TableState) -> None:
+        """Point the table's catalog entry (and ``_rt``'s, MERGE_ON_READ) at this generation,
+        then register its newest commit there: a rebuild's swap. Hudi 0.15's sync neither
+        moves an existing entry's location nor changes a column's type ("Could not convert
+        field Type"), so both are set first, through the session's catalog."""
+        names = [self.name, *([f"{self.name}_rt"] if self.table_type == "MERGE_ON_READ" else [])]
+        stored = spark.read.format("hudi").options(**READ_OPTIONS).load(self._uri(self.root))
+        data = [f for f in stored.schema.fields if f.name not in self.partition_fields]
+        java_schema = spark._jsparkSession.parseDataType(StructType(data).json())
+        catalog = spark._jsparkSession.sharedState().externalCatalog()
+        for name in names:
+            entry = f"`{self.database}`.`{name}`"
+            spark.sql(f"ALTER TABLE {entry} SET LOCATION '{self._uri(self.root)}'")
+            catalog.alterTableDataSchema(self.database, name, java_schema)
+        self.register(spark, state)
+        for name in names:  # this session's cached plan of the entry read the old generation
+            spark.catalog.refreshTable(f"`{self.database}`.`{name}`")
 
     def register(self, spark: SparkSession, state: TableState) -> None:
         """Register the newest commit in the catalog, as the commit's own sync would have.

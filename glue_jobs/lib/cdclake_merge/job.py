@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
-from cdclake_merge.positions import Scan, advance, cut, scan
+from cdclake_merge.positions import FolderPosition, Scan, advance, cut, scan
 from cdclake_merge.schema import Column, NeedsRebuild, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, join
@@ -86,6 +86,9 @@ class MergeOptions:
     # to the next run (None: no cap). Keeps a backlog's run within the job's timeout.
     max_files: int | None = None
     max_bytes: int | None = None
+    # Where a table with no commit yet starts reading its change folders (None: from their
+    # start): a rebuild's generation reads nothing older than its snapshot's signal.
+    start_positions: Mapping[str, FolderPosition] | None = None
 
     @property
     def spec(self) -> TableSpec:
@@ -226,6 +229,8 @@ def run_merge(
 ) -> RunResult:
     """Apply the change files no commit has applied yet, as one commit (or none at all)."""
     previous = sink.load()
+    if previous.version == 0 and options.start_positions is not None:
+        previous = replace(previous, positions=dict(options.start_positions))
     listed = scan_changes(fs, options.changes, previous)
     # An old checkpoint's names are converted by the run that lists them: that run takes all.
     share = (

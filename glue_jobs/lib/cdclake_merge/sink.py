@@ -109,6 +109,7 @@ class Sink(Protocol):
     def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
     def register(self, spark: SparkSession, state: TableState) -> None: ...
+    def take_over_catalog(self, spark: SparkSession, state: TableState) -> None: ...
     def newest_checkpoint(self) -> dict[str, Any] | None: ...
     def savepoints(self) -> list[str]: ...
     def keep_recovery_points(self, spark: SparkSession) -> RecoveryChange: ...
@@ -152,11 +153,14 @@ def open_sink(
     savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
     record_index_file_groups: int | None = None,
     compaction_io_mb: int | None = None,
+    generation: int = 1,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
 
     ``spark_factory`` is called only when Spark is needed, so a run with nothing
-    to apply never starts a JVM. Raises ValueError with a one-line reason.
+    to apply never starts a JVM; ``generation``: a rebuild's generation of the table
+    (:mod:`cdclake_merge.generations`; 1: the table's own path). Raises ValueError with a
+    one-line reason.
     """
     if table_type not in TABLE_TYPES:
         raise ValueError(f"table type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
@@ -172,6 +176,7 @@ def open_sink(
         sync_catalog=sync_catalog,
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
+        generation=generation,
         # None: the format's own defaults (the contract knows no index sizes or budgets)
         **{
             name: value
