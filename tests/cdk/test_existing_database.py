@@ -222,3 +222,20 @@ def test_existing_gates_cfn_lint_no_errors(
         if m["Level"] == "Error"
     ]
     assert errors == []
+
+
+def existing_vpc_only(raw: dict[str, Any]) -> None:
+    """The environment moved into an existing VPC, its cluster still created."""
+    attach_existing(raw)
+    database = raw["database"]
+    del database["existing"]
+
+
+def test_existing_vpc_with_created_cluster_places_it_in_the_given_subnets(
+    scratch: Path,
+) -> None:
+    templates = synth_edited("prod", existing_vpc_only, scratch)
+    created = {r["Type"] for r in _all_resources(templates)}
+    assert "AWS::RDS::DBCluster" in created and created & set(NOT_CREATED) == set()
+    (subnet_group,) = _in(templates, "AWS::RDS::DBSubnetGroup")
+    assert subnet_group["SubnetIds"] == SUBNETS
