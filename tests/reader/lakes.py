@@ -63,11 +63,22 @@ class Lake:
 
 
 class _Writer:
-    """A table the merge writes: generated runs, then runs of updates and deletes."""
+    """A table the merge writes under ``base``: generated runs, then runs of updates and
+    deletes; the results of its runs so far."""
 
-    def __init__(self, spark: Any, base: Path, table: str, seed: int) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        base: Path,
+        table: str,
+        seed: int,
+        table_type: str,
+        partition_fields: tuple[str, ...],
+    ) -> None:
         self.spark, self.table = spark, table
+        self.table_type, self.partition_fields = table_type, partition_fields
         self.source, self.changes = base / "generated", base / "changes"
+        self.warehouse = base / "warehouse"
         self.options = GeneratorOptions(events=600, seed=seed, keys=80, flush_size=60)
         self.meta = generate_files(self.source, self.options)
         self.fs = LocalFileSystem()
@@ -77,42 +88,43 @@ class _Writer:
         self.sim = Simulation(self.options)
         self.rng = random.Random(seed + 1000)
         self.update_runs = 0
+        self.sink = self._open_sink()
+        self.results: list[RunResult] = []
 
     def branch(self, base: Path) -> _Writer:
-        """A writer continuing from here on its own: the change files and the simulation
-        copied under ``base`` (the table is the caller's to copy)."""
+        """A writer continuing from here on its own: the change files, the table and the
+        simulation copied under ``base``, the runs so far counted as its own."""
         other = copy.copy(self)
-        other.changes = base / "changes"
+        other.changes, other.warehouse = base / "changes", base / "warehouse"
         shutil.copytree(self.changes, other.changes)
+        shutil.copytree(self.warehouse, other.warehouse)
         other.merge = dataclasses.replace(self.merge, changes=str(other.changes))
         other.sim, other.rng = copy.deepcopy(self.sim), copy.deepcopy(self.rng)
+        other.sink, other.results = other._open_sink(), list(self.results)
         return other
 
-    def sink(self, warehouse: Path, table_type: str, partition_fields: tuple[str, ...]) -> Any:
+    def _open_sink(self) -> Any:
         return open_sink(
-            warehouse=str(warehouse),
+            warehouse=str(self.warehouse),
             table=self.table,
             key=KEY,
             fs=self.fs,
             spark_factory=lambda: self.spark,
-            table_type=table_type,
-            partition_fields=partition_fields,
+            table_type=self.table_type,
+            partition_fields=self.partition_fields,
             sync_catalog=False,  # the second reader reads files; the shared metastore stays clean
         )
 
-    def generated(self, sink: Any, runs: int) -> list[RunResult]:
-        results = []
+    def generated(self, runs: int) -> None:
         for batch in delivery_batches(self.source, runs):
             for path in batch:
                 target = self.changes / path.relative_to(self.source)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(path, target)
-            results.append(run_merge(lambda: self.spark, self.fs, sink, self.merge))
+            self.results.append(run_merge(lambda: self.spark, self.fs, self.sink, self.merge))
         self.sim.run()  # the same seed: the source table the generated files end with
-        return results
 
-    def updates(self, sink: Any, runs: int, *, move_partitions: bool) -> list[RunResult]:
-        results = []
+    def updates(self, runs: int, *, move_partitions: bool) -> None:
         topic = self.meta["topic"]
         folder = self.changes / "topics" / topic / "partition=0"
         for _ in range(runs):
@@ -122,23 +134,22 @@ class _Writer:
                 "".join(f"{line}\n" for line in lines)
             )
             self.update_runs += 1
-            results.append(run_merge(lambda: self.spark, self.fs, sink, self.merge))
-        return results
+            self.results.append(run_merge(lambda: self.spark, self.fs, self.sink, self.merge))
 
-    def lake(self, sink: Any, warehouse: Path, results: list[RunResult]) -> Lake:
-        state = sink.load()
-        live = sink.read_live(self.spark, state)
+    def lake(self) -> Lake:
+        state = self.sink.load()
+        live = self.sink.read_live(self.spark, state)
         rows = [] if live is None else [json.loads(r) for r in rows_as_json(live, KEY)]
         return Lake(
             table=self.table,
-            table_type=sink.table_type,
-            partition_fields=tuple(sink.partition_fields),
-            warehouse=str(warehouse),
-            root=sink.root,
+            table_type=self.sink.table_type,
+            partition_fields=tuple(self.sink.partition_fields),
+            warehouse=str(self.warehouse),
+            root=self.sink.root,
             key=tuple(state.checkpoint["key"]),
             columns=state.columns,
             spark_rows=rows,
-            results=tuple(results),
+            results=tuple(self.results),
         )
 
 
@@ -155,12 +166,10 @@ def build_lake(
 ) -> Lake:
     """Generated events merged in ``generated_runs`` runs, then ``update_runs`` runs of updates
     and deletes only."""
-    writer = _Writer(spark, base, f"reader.{name}", seed)
-    warehouse = base / "warehouse"
-    sink = writer.sink(warehouse, table_type, partition_fields)
-    results = writer.generated(sink, generated_runs)
-    results += writer.updates(sink, update_runs, move_partitions=False)
-    return writer.lake(sink, warehouse, results)
+    writer = _Writer(spark, base, f"reader.{name}", seed, table_type, partition_fields)
+    writer.generated(generated_runs)
+    writer.updates(update_runs, move_partitions=False)
+    return writer.lake()
 
 
 def build_lake_and_moved_copy(
@@ -180,19 +189,13 @@ def build_lake_and_moved_copy(
     runs and merged ``moving_runs`` runs whose updates also flip ``active`` (rows moving
     partition): the copy shares the first table's runs instead of writing its own from the
     start."""
-    writer = _Writer(spark, base, f"reader.{name}", seed)
-    warehouse = base / "warehouse"
-    sink = writer.sink(warehouse, table_type, partition_fields)
-    results = writer.generated(sink, generated_runs)
-    results += writer.updates(sink, moved_after, move_partitions=False)
-    branch = writer.branch(base / "moved")
-    moved_warehouse = base / "moved" / "warehouse"
-    shutil.copytree(warehouse, moved_warehouse)
-    moved_sink = branch.sink(moved_warehouse, table_type, partition_fields)
-    moved = results + branch.updates(moved_sink, moving_runs, move_partitions=True)
-
-    results += writer.updates(sink, update_runs - moved_after, move_partitions=False)
-    return writer.lake(sink, warehouse, results), branch.lake(moved_sink, moved_warehouse, moved)
+    writer = _Writer(spark, base, f"reader.{name}", seed, table_type, partition_fields)
+    writer.generated(generated_runs)
+    writer.updates(moved_after, move_partitions=False)
+    moved = writer.branch(base / "moved")
+    moved.updates(moving_runs, move_partitions=True)
+    writer.updates(update_runs - moved_after, move_partitions=False)
+    return writer.lake(), moved.lake()
 
 
 def _updates_and_deletes(
