@@ -17,6 +17,7 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   restore: roll back to a savepoint, cdclake_merge.recovery)
     --restore_to latest|DATE|TIME (restore: the newest savepoint at or before it)
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
+    --clean_every_commits 4       (commits between Hudi's cleans: an hour's at the objective)
     --record_index_file_groups 10 (from the table's expected_rows; used when the table is first
                                   written)
     --compaction_io_mb MB         (MERGE_ON_READ: a compaction's IO budget, a quarter of the
@@ -54,6 +55,7 @@ ARGUMENTS = (
     "restore_to",
     "retain_hours",
     "savepoint_days",
+    "clean_every_commits",
     "record_index_file_groups",
     "compaction_io_mb",
 )
@@ -62,6 +64,7 @@ MODES = ("merge", "replay", "restore")
 SERVICE_ARGUMENTS = (
     "retain_hours",
     "savepoint_days",
+    "clean_every_commits",
     "record_index_file_groups",
     "compaction_io_mb",
 )
@@ -81,6 +84,7 @@ OPTIONAL = {
     "restore_to": "latest",
     "retain_hours": "",
     "savepoint_days": "",
+    "clean_every_commits": "",
     "record_index_file_groups": "",
     "compaction_io_mb": "",
 }

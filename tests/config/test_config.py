@@ -435,6 +435,21 @@ def test_services_of_a_tables_retain_hours_overrides_the_lakes(tmp_path: Path) -
     assert config.lake.services_of(items)["retain_hours"] == 24
 
 
+def test_services_of_clean_interval_is_an_hour_of_commits_at_the_tables_objective(
+    tmp_path: Path,
+) -> None:
+    data = _minimal()
+    data["lake"] = {"freshness_minutes": 15}
+    data["tables"] = [
+        {"name": "public.orders", "primary_key": ["id"]},
+        {"name": "public.items", "primary_key": ["id"], "freshness_minutes": 5},
+        {"name": "public.audits", "primary_key": ["id"], "freshness_minutes": 120},
+    ]
+    config = load_config(path=_write(tmp_path, data))
+    every = [config.lake.services_of(t)["clean_every_commits"] for t in config.tables]
+    assert every == [4, 12, 1]  # a table slower than an hour cleans after each commit
+
+
 def test_load_config_change_files_expiring_before_savepoints_is_rejected(tmp_path: Path) -> None:
     data = _minimal()
     data["lake"] = {"change_file_expiration_days": 8, "savepoint_days": 7}

@@ -90,6 +90,15 @@ def test_glue_entry_template_table_services_reach_the_sink(synth, tmp_path: Path
     assert (sink.retain_hours, sink.savepoint_days, sink.record_index_file_groups) == (12, 3, 44)
 
 
+def test_glue_entry_template_clean_interval_reaches_the_sink(synth, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    customers = job_arguments(synth("dev").template("lake"), "public.customers")
+    assert customers["--clean_every_commits"] == "1"  # dev's 60-minute objective
+    module = runpy.run_path(str(ENTRY))
+    quarter_hourly = {**customers, "--clean_every_commits": "4"}  # a 15-minute objective's
+    args = module["parse_arguments"](local_argv(quarter_hourly, tmp_path))
+    assert module["open_table"](args, module["merge_options"](args), None).clean_every_commits == 4
+
+
 def test_glue_entry_template_compaction_budget_reaches_a_merge_on_read_sink(  # type: ignore[no-untyped-def]
     synth, tmp_path: Path
 ) -> None:

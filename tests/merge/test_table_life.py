@@ -144,6 +144,13 @@ def test_hudi_options_clean_by_hours_retained() -> None:
     assert options["hoodie.cleaner.hours.retained"] == "36"
 
 
+def test_hudi_options_clean_after_the_given_commits_else_each() -> None:
+    every_fourth = hudi_options(database="d", table="t", record_key=["id"], clean_every_commits=4)
+    by_default = hudi_options(database="d", table="t", record_key=["id"])
+    assert every_fourth["hoodie.clean.max.commits"] == "4"
+    assert by_default["hoodie.clean.max.commits"] == "1"
+
+
 def test_hudi_options_record_index_sized_from_the_given_file_groups() -> None:
     options = hudi_options(database="d", table="t", record_key=["id"], record_index_file_groups=89)
     assert options["hoodie.metadata.record.index.min.filegroup.count"] == "89"

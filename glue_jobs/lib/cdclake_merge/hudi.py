@@ -118,6 +118,7 @@ class HudiTable:
         savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
         record_index_file_groups: int | None = None,
         compaction_io_mb: int | None = None,
+        clean_every_commits: int = 1,
         generation: int = 1,
     ) -> None:
         self.database, _, self.name = table.partition(".")
@@ -144,6 +145,7 @@ class HudiTable:
         # table gets Hudi's default and a stored one is not held to any size.
         self.record_index_file_groups = record_index_file_groups
         self.compaction_io_mb = compaction_io_mb
+        self.clean_every_commits = clean_every_commits
 
     def _uri(self, path: str) -> str:
         """Spark and Hudi want a scheme; local paths get ``file://``."""
@@ -442,6 +444,7 @@ class HudiTable:
                 self.record_index_file_groups or DEFAULT_RECORD_INDEX_FILE_GROUPS
             ),
             compaction_io_mb=self.compaction_io_mb,
+            clean_every_commits=self.clean_every_commits,
             **write,
         )
 

@@ -66,6 +66,7 @@ def hudi_options(
     retain_hours: int = DEFAULT_RETAIN_HOURS,
     record_index_file_groups: int = DEFAULT_RECORD_INDEX_FILE_GROUPS,
     compaction_io_mb: int | None = None,
+    clean_every_commits: int = 1,
 ) -> dict[str, str]:
     """Writer options for one CDC commit (Hudi 0.15 option names): an upsert, or the
     ``bulk_insert`` of a table's first rows.
@@ -110,6 +111,10 @@ def hudi_options(
         # time-travel read reaches that far, a savepoint further: cdclake_merge.recovery).
         "hoodie.clean.policy": "KEEP_LATEST_BY_HOURS",
         "hoodie.cleaner.hours.retained": str(retain_hours),
+        # A clean is an instant of its own that every later write lists until it is
+        # archived: a busy table cleans about once an hour of its commits, not after each
+        # (environment.lake.CLEAN_INTERVAL_MINUTES).
+        "hoodie.clean.max.commits": str(clean_every_commits),
         # The active timeline: archival never passes the cleaner's earliest retained commit
         # nor the oldest savepoint, and merges its small archive files instead of adding
         # one a run for a year.

@@ -153,6 +153,7 @@ def open_sink(
     savepoint_days: int = DEFAULT_SAVEPOINT_DAYS,
     record_index_file_groups: int | None = None,
     compaction_io_mb: int | None = None,
+    clean_every_commits: int | None = None,
     generation: int = 1,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
@@ -183,6 +184,7 @@ def open_sink(
             for name, value in (
                 ("record_index_file_groups", record_index_file_groups),
                 ("compaction_io_mb", compaction_io_mb),
+                ("clean_every_commits", clean_every_commits),
             )
             if value is not None
         },
