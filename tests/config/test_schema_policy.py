@@ -6,22 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from environment.config import ConfigError, load_config
+from tests.config.config_helpers import minimal, write_config
 
 
 def _config_file(tmp_path: Path, **table: object) -> Path:
-    path = tmp_path / "policy.yaml"
-    data = {
-        "env": "test",
-        "account": "123456789012",
-        "region": "eu-west-1",
-        "prefix": "cdclake-test",
-        "tables": [{"name": "public.orders", "primary_key": ["id"], **table}],
-    }
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return write_config(tmp_path, minimal(**table), "policy")
 
 
 def test_table_config_schema_policy_unset_rebuilds_and_keeps_dropped_columns(
