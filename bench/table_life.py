@@ -25,6 +25,12 @@ the newest slices scans, ``.hoodie``), the active and archived timeline, pending
 base-file versions and log files per file group, and the merge's own checkpoints and
 tombstone sets.
 
+With ``--beside OPTION=VALUE`` (repeatable) a second table takes the same changes in the same
+process with those Hudi writer options on top, the two runs of each change set in alternating
+order, so a setting is measured against a baseline beside it under the same load: its runs,
+counts and the ratio of its runs to the first table's (runs 11 to 50, and the last 40) are
+recorded under ``beside``.
+
 Writes ``OUT/table_life.json`` (``table_path``, ``expected_rows``, ``runs``, ``reads``,
 ``counts``, ``targets``) and prints the figures. Never asserted on time in tests
 (``tests/merge/test_bench.py`` runs it small).
@@ -292,6 +298,37 @@ def savepoints_by_cadence(cadence_minutes: int) -> Iterator[list[dt.datetime]]:
         hudi.savepoint_due, hudi.expired_savepoints = by_clock
 
 
+@contextlib.contextmanager
+def extra_options() -> Iterator[dict[str, str]]:
+    """Within it, the writer's options take what the yielded dict holds on top (empty: none)."""
+    from cdclake_merge import hudi
+
+    extra: dict[str, str] = {}
+    underlying = hudi.hudi_options
+
+    def with_extra(**settings: Any) -> dict[str, str]:
+        return underlying(**settings) | extra
+
+    hudi.hudi_options = with_extra
+    try:
+        yield extra
+    finally:
+        hudi.hudi_options = underlying
+
+
+def paired_ratios(runs: list[dict[str, Any]], beside: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean seconds of the table beside over the first's, on runs 11 to 50 and the last 40."""
+    first, second = [r["seconds"] for r in runs], [r["seconds"] for r in beside]
+    windows = {"runs_11_to_50": slice(FIRST_MEASURED_RUN - 1, LAST_BASELINE_RUN)}
+    if len(first) > LAST_BASELINE_RUN:
+        windows["last_runs"] = slice(-(LAST_BASELINE_RUN - FIRST_MEASURED_RUN + 1), None)
+    return {
+        name: round(statistics.mean(second[window]) / statistics.mean(first[window]), 3)
+        for name, window in windows.items()
+        if first[window]
+    }
+
+
 def life(
     spark: Any,
     out: Path,
@@ -304,39 +341,57 @@ def life(
     retain_hours: int = 24,
     cadence_minutes: int = 15,
     savepoint_days: int = 7,
+    beside: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The soak in ``spark``: its figures (what ``main`` records)."""
+    """The soak in ``spark``: its figures (what ``main`` records); with ``beside``, a second
+    table's too, written with those options on top (``--beside``)."""
     out.mkdir(parents=True, exist_ok=True)
     with (
         kept_by_cadence(retain_hours, cadence_minutes) as retained,
         savepoints_by_cadence(cadence_minutes) as starts,
+        extra_options() as extra,
     ):
-        sink, table = make_table(spark, out, table_type, rows, savepoint_days=savepoint_days)
-        folder = out / "changes"
+        tables = {"": make_table(spark, out, table_type, rows, savepoint_days=savepoint_days)}
+        if beside is not None:
+            extra.update(beside)
+            tables["beside"] = make_table(
+                spark, out / "beside", table_type, rows, savepoint_days=savepoint_days
+            )
+        sink = tables[""][0]
         keys, rng = Keys(rows), random.Random(seed)
-        timings: list[dict[str, Any]] = []
+        timings: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
         reads: list[dict[str, Any]] = []
         rows_read = 0
         for run in range(1, runs + 1):
-            write_changes(folder, run_changes(keys, rng, run, changes), PARTITIONS, per_file=500)
-            starts.append(dt.datetime.now(dt.UTC))
-            timed = timed_run(spark, sink, table, folder)
-            timings.append(
-                {
-                    "run": run,
-                    "seconds": timed["seconds"],
-                    "stages": timed["stages"],
-                    "load": round(os.getloadavg()[0], 2),  # other work on the machine, if any
-                }
-            )
-            print(f"run {run}: {timed['seconds']:.2f} s {timed['stages']}", flush=True)
+            lines = run_changes(keys, rng, run, changes)
+            starts.append(dt.datetime.now(dt.UTC))  # both tables' commits belong to this run
+            for name in sorted(tables, reverse=run % 2 == 0):  # who goes first alternates
+                target, table = tables[name]
+                folder = out / name / "changes"
+                write_changes(folder, lines, PARTITIONS, per_file=500)
+                extra.clear()
+                extra.update(beside if name and beside else {})
+                timed = timed_run(spark, target, table, folder)
+                timings[name].append(
+                    {
+                        "run": run,
+                        "seconds": timed["seconds"],
+                        "stages": timed["stages"],
+                        "load": round(os.getloadavg()[0], 2),  # other work on the machine
+                    }
+                )
+                print(
+                    f"run {run}{' ' + name if name else ''}: {timed['seconds']:.2f} s "
+                    f"{timed['stages']}",
+                    flush=True,
+                )
             if run in (10, runs):
                 seconds, rows_read = timed_read(spark, sink.root)
                 reads.append({"after_run": run, "seconds": seconds, "rows": rows_read})
                 print(f"read after run {run}: {seconds:.2f} s, {rows_read} rows", flush=True)
     counts = object_counts(Path(sink.root), Path(sink.sidecar))
     expected = len(keys.live)
-    return {
+    figures = {
         "table_path": sink.root,
         "table_type": table_type,
         "expected_rows": expected,
@@ -346,13 +401,24 @@ def life(
         "cadence_minutes": cadence_minutes,
         "commits_retained": retained,
         "savepoint_days": savepoint_days,
-        "runs": timings,
+        "runs": timings[""],
         "reads": reads,
         "counts": counts,
-        "targets": targets(timings, reads, counts, expected_rows=expected, rows_read=rows_read),
+        "targets": targets(timings[""], reads, counts, expected_rows=expected, rows_read=rows_read),
         "machine": machine(spark),
         "at": dt.datetime.now(dt.UTC).isoformat(),
     }
+    if beside is not None:
+        other = tables["beside"][0]
+        figures["beside"] = {
+            "options": beside,
+            "table_path": other.root,
+            "runs": timings["beside"],
+            "counts": object_counts(Path(other.root), Path(other.sidecar)),
+            "rows": timed_read(spark, other.root)[1],
+            "ratio": paired_ratios(timings[""], timings["beside"]),
+        }
+    return figures
 
 
 def main() -> None:
@@ -370,7 +436,14 @@ def main() -> None:
     parser.add_argument("--retain-hours", type=int, default=24, help="lake.retain_hours")
     parser.add_argument("--cadence-minutes", type=int, default=15, help="a run every …")
     parser.add_argument("--savepoint-days", type=int, default=7, help="lake.savepoint_days")
+    parser.add_argument(
+        "--beside",
+        action="append",
+        metavar="OPTION=VALUE",
+        help="a second table with this Hudi writer option on top, runs alternating",
+    )
     args = parser.parse_args()
+    beside = dict(o.split("=", 1) for o in args.beside) if args.beside else None
 
     from cdclake_merge.session import local_session
 
@@ -387,10 +460,14 @@ def main() -> None:
         retain_hours=args.retain_hours,
         cadence_minutes=args.cadence_minutes,
         savepoint_days=args.savepoint_days,
+        beside=beside,
     )
     spark.stop()
     (args.out / "table_life.json").write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps({"counts": figures["counts"], "targets": figures["targets"]}, indent=2))
+    summary = {"counts": figures["counts"], "targets": figures["targets"]}
+    if "beside" in figures:
+        summary["beside"] = {k: figures["beside"][k] for k in ("options", "rows", "ratio")}
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -104,17 +104,33 @@ def test_initial_load_small_run_writes_consistent_results(repo_root: Path, tmp_p
     assert "target <= 2.0x" in printed
 
 
+@pytest.fixture(scope="module")
+def small_life(spark, repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # type: ignore[no-untyped-def]
+    """Three soak runs, a table beside written with snappy instead of zstd."""
+    bench = bench_module(repo_root, "table_life")
+    return bench.life(
+        spark,
+        tmp_path_factory.mktemp("life"),
+        runs=3,
+        rows=300,
+        changes=40,
+        table_type="MERGE_ON_READ",
+        beside={"hoodie.parquet.compression.codec": "snappy"},
+    )
+
+
+def _base_file_codecs(root: str) -> set[str]:
+    import pyarrow.parquet as pq
+
+    files = [p for p in Path(root).rglob("*.parquet") if ".hoodie" not in p.parts]
+    metadata = [pq.ParquetFile(p).metadata for p in files]
+    return {m.row_group(0).column(0).compression for m in metadata if m.num_row_groups}
+
+
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_table_life_small_run_writes_consistent_results(
-    spark,  # type: ignore[no-untyped-def]
-    repo_root: Path,
-    tmp_path: Path,
-) -> None:
-    bench = bench_module(repo_root, "table_life")
-    figures = bench.life(
-        spark, tmp_path / "life", runs=3, rows=300, changes=40, table_type="MERGE_ON_READ"
-    )
+def test_table_life_small_run_writes_consistent_results(small_life: Any) -> None:
+    figures = small_life
     assert [run["run"] for run in figures["runs"]] == [1, 2, 3]
     assert [read["after_run"] for read in figures["reads"]] == [3]
     assert figures["reads"][0]["rows"] == figures["expected_rows"]
@@ -123,6 +139,25 @@ def test_table_life_small_run_writes_consistent_results(
     assert len(figures["counts"]["savepoints"]) == 1  # the day's first commit
     assert figures["targets"]["last_runs_vs_runs_11_to_50"]["met"] is None  # too few runs
     assert 0 < figures["counts"]["read_optimized_bytes"] <= figures["counts"]["data_bytes"]
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_table_life_beside_takes_the_same_changes_with_its_options_only(small_life: Any) -> None:
+    beside = small_life["beside"]
+    assert [run["run"] for run in beside["runs"]] == [1, 2, 3]
+    assert beside["rows"] == small_life["expected_rows"]  # the same changes, the same rows
+    assert _base_file_codecs(beside["table_path"]) == {"SNAPPY"}
+    assert _base_file_codecs(small_life["table_path"]) == {"ZSTD"}
+    assert beside["options"] == {"hoodie.parquet.compression.codec": "snappy"}
+
+
+def test_table_life_paired_ratios_compare_the_baseline_and_the_last_runs(repo_root: Path) -> None:
+    bench = bench_module(repo_root, "table_life")
+    first = [{"seconds": 10.0}] * 50 + [{"seconds": 20.0}] * 40
+    beside = [{"seconds": 9.0}] * 50 + [{"seconds": 15.0}] * 40
+    assert bench.paired_ratios(first, beside) == {"runs_11_to_50": 0.9, "last_runs": 0.75}
+    assert bench.paired_ratios(first[:12], beside[:12]) == {"runs_11_to_50": 0.9}
 
 
 def test_table_life_kept_by_cadence_keeps_a_day_of_runs_then_gives_the_options_back(
