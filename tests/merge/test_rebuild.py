@@ -69,8 +69,11 @@ def _catalog_rows(lake: Lake) -> list[tuple[int, Decimal]]:
 
 
 def _location(lake: Lake) -> str:
-    described = lake.spark.sql(f"DESCRIBE TABLE EXTENDED {lake.table}").collect()
-    return str(next(r["data_type"] for r in described if r["col_name"] == "Location"))
+    """The entry's own storage location in the metastore, what Athena and Hive read: Spark's
+    DESCRIBE shows the ``path`` property Hudi's sync rewrites, which moved without the swap."""
+    database, name = lake.table.split(".")
+    client = lake.spark._jsparkSession.sharedState().externalCatalog().unwrapped().client()
+    return str(client.getTable(database, name).storage().locationUri().get().toString())
 
 
 def _needing_rebuild(spark: Any, root: Path) -> Lake:

@@ -488,18 +488,17 @@ class HudiTable:
         return state
 
     def take_over_catalog(self, spark: SparkSession, state: TableState) -> None:
-        """Point the table's catalog entry (and ``_rt``'s, MERGE_ON_READ) at this generation,
-        then register its newest commit there: a rebuild's swap. Hudi 0.15's sync neither
-        moves an existing entry's location nor changes a column's type ("Could not convert
-        field Type"), so both are set first, through the session's catalog."""
+        """Point the table's catalog entry (and ``_rt``'s, MERGE_ON_READ) at this generation
+        by registering its newest commit there: a rebuild's swap. Hudi 0.15's sync sets the
+        entry's location to the base path it syncs (``updateLastCommitTimeSynced``) but
+        refuses to change a column's type ("Could not convert field Type"), so the columns
+        are set first, through the session's catalog."""
         names = [self.name, *([f"{self.name}_rt"] if self.table_type == "MERGE_ON_READ" else [])]
         stored = spark.read.format("hudi").options(**READ_OPTIONS).load(self._uri(self.root))
         data = [f for f in stored.schema.fields if f.name not in self.partition_fields]
         java_schema = spark._jsparkSession.parseDataType(StructType(data).json())
         catalog = spark._jsparkSession.sharedState().externalCatalog()
         for name in names:
-            entry = f"`{self.database}`.`{name}`"
-            spark.sql(f"ALTER TABLE {entry} SET LOCATION '{self._uri(self.root)}'")
             catalog.alterTableDataSchema(self.database, name, java_schema)
         self.register(spark, state)
         for name in names:  # this session's cached plan of the entry read the old generation
