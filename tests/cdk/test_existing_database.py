@@ -69,9 +69,16 @@ def existing(scratch: Path) -> dict[str, dict[str, Any]]:
     return synth_edited("prod", attach_existing, scratch)
 
 
-def _outdir(scratch: Path) -> Path:
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def attached(request: pytest.FixtureRequest, scratch: Path) -> tuple[str, dict[str, Any]]:
+    """Each environment's templates attached to the existing VPC and cluster (one synth each;
+    prod's is the one the tests above read)."""
+    return request.param, synth_edited(request.param, attach_existing, scratch)
+
+
+def _outdir(scratch: Path, env: str = "prod") -> Path:
     """The cloud assembly of that synth (synth_edited's folder for the edit)."""
-    return scratch / f"prod-{attach_existing.__name__}" / "cdk.out"
+    return scratch / f"{env}-{attach_existing.__name__}" / "cdk.out"
 
 
 def _all_resources(templates: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,10 +99,11 @@ def test_existing_template_matches_snapshot(
 
 
 def test_existing_creates_no_database_or_network_resource(
-    existing: dict[str, dict[str, Any]],
+    attached: tuple[str, dict[str, dict[str, Any]]],
 ) -> None:
-    assert "network" not in existing  # a stack of nothing: CloudFormation refuses it
-    created = {r["Type"] for r in _all_resources(existing)}
+    _, templates = attached
+    assert "network" not in templates  # a stack of nothing: CloudFormation refuses it
+    created = {r["Type"] for r in _all_resources(templates)}
     assert {t for t in created if t.startswith("AWS::RDS::")} == set()
     assert created & set(NOT_CREATED) == set()
 
@@ -206,16 +214,17 @@ def test_existing_vpc_places_brokers_and_functions_in_the_given_subnets(
 
 
 def test_existing_gates_cdk_nag_no_unacknowledged_findings(
-    existing: dict[str, dict[str, Any]], scratch: Path
+    attached: tuple[str, dict[str, dict[str, Any]]], scratch: Path
 ) -> None:
-    assert nag_violations(_outdir(scratch)) == []
+    assert nag_violations(_outdir(scratch, attached[0])) == []
 
 
 def test_existing_gates_cfn_lint_no_errors(
-    existing: dict[str, dict[str, Any]], scratch: Path
+    attached: tuple[str, dict[str, dict[str, Any]]], scratch: Path
 ) -> None:
-    templates = sorted(_outdir(scratch).glob("*.template.json"))
-    assert len(templates) == len(existing)
+    env, synthesized = attached
+    templates = sorted(_outdir(scratch, env).glob("*.template.json"))
+    assert len(templates) == len(synthesized)
     errors = [
         f"{m['Rule']['Id']} {m['Filename']}: {m['Message']}"
         for m in _cfn_lint(templates)
