@@ -18,6 +18,17 @@ DATABASE_PORT = 5433
 MASTER_USERNAME = "cdclake_admin"
 
 
+def _rotated_key(scope: Construct, description: str, *, retain: bool) -> kms.Key:
+    """The construct's customer-managed key ("Key"), rotated, kept on delete when ``retain``."""
+    return kms.Key(
+        scope,
+        "Key",
+        description=description,
+        enable_key_rotation=True,
+        removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+    )
+
+
 class Database(Construct):
     """An Aurora PostgreSQL cluster in the isolated subnets.
 
@@ -40,14 +51,10 @@ class Database(Construct):
         super().__init__(scope, construct_id)
 
         # Customer-managed key for storage, snapshots, secrets and Performance Insights.
-        self.encryption_key = kms.Key(
+        self.encryption_key = _rotated_key(
             self,
-            "Key",
-            description=f"Aurora cluster {cluster_identifier}: storage, secrets, insights",
-            enable_key_rotation=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN
-            if config.deletion_protection
-            else cdk.RemovalPolicy.DESTROY,
+            f"Aurora cluster {cluster_identifier}: storage, secrets, insights",
+            retain=config.deletion_protection,
         )
 
         engine = rds.DatabaseClusterEngine.aurora_postgres(
@@ -180,14 +187,8 @@ class AttachedDatabase(Construct):
         retain_secrets: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.encryption_key = kms.Key(
-            self,
-            "Key",
-            description=f"cdc-lake secrets for cluster {config.cluster_identifier}",
-            enable_key_rotation=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN
-            if retain_secrets
-            else cdk.RemovalPolicy.DESTROY,
+        self.encryption_key = _rotated_key(
+            self, f"cdc-lake secrets for cluster {config.cluster_identifier}", retain=retain_secrets
         )
         # Mutable: ingress from our own groups becomes rules of our stacks on the user's group
         # (AWS::EC2::SecurityGroupIngress), which a deploy adds and a delete removes. Outbound
