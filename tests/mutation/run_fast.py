@@ -5,10 +5,12 @@ work tree: this script stages the sources in ``build/mutation`` with ``cdclake_m
 top, as the tests import it (mutmut names mutants after their file's path and must find the same
 name at run time), runs mutmut there and prints the score per module and every survivor's diff.
 
-    python tests/mutation/run_fast.py [--max-children N] [--min-score PERCENT]
+    python tests/mutation/run_fast.py [--max-children N] [--min-score PERCENT] [--only PATH ...]
 
 Only the functions named in ``SCOPE`` count: a module's half that needs a server (the
-bootstrap's SQL statements and its handler) is for its server tests.
+bootstrap's SQL statements and its handler) is for its server tests. ``--only PATH``
+(repeatable, a module's path in the repository) mutates and scores those modules alone, so one
+can be measured to the end on a shared machine where the whole scope would take hours.
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ SCOPE: dict[str, list[str]] = {
     "cdclake.errors": ["cdclake.errors.*"],
     "lambdas.credential_refresh.handler": ["lambdas.credential_refresh.handler.*"],
 }
-PATTERNS = [pattern for patterns in SCOPE.values() for pattern in patterns]
 # A mutant that hangs the tests (timeout) is caught as surely as one that fails them.
 CAUGHT = {"killed", "timeout", "caught by type check"}
 
@@ -96,11 +97,32 @@ def module_of(name: str) -> str | None:
     return None
 
 
+def module_at(path: str) -> str:
+    """The module a repository path is imported as (``glue_jobs/lib/cdclake_merge/x.py`` is
+    ``cdclake_merge.x``), refused unless ``SCOPE`` measures it."""
+    relative = (ROOT / path).resolve().with_suffix("")
+    for source, target in LAYOUT:
+        if relative.is_relative_to(ROOT / source):
+            module = ".".join((target, *relative.relative_to(ROOT / source).parts))
+            if module in SCOPE:
+                return module
+    raise SystemExit(f"--only {path}: not a module of SCOPE ({', '.join(SCOPE)})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--min-score", type=float, default=0.0, help="fail below this percentage")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="mutate and score only this module (repeatable), e.g. cdclake/cost.py",
+    )
     args = parser.parse_args()
+    modules = [module_at(path) for path in args.only] or list(SCOPE)
+    patterns = [pattern for module in modules for pattern in SCOPE[module]]
 
     stage()
     run = subprocess.run(
@@ -111,7 +133,7 @@ def main() -> int:
             "run",
             "--max-children",
             str(args.max_children),
-            *PATTERNS,
+            *patterns,
         ],
         cwd=STAGE,
     )
@@ -122,9 +144,9 @@ def main() -> int:
     statuses: dict[str, str] = {}
     for line in mutmut("results", "--all", "true").stdout.splitlines():
         name, _, status = line.strip().rpartition(": ")
-        if name and module_of(name):
+        if name and module_of(name) in modules:
             statuses[name] = status
-    per_module: dict[str, Counter[str]] = {module: Counter() for module in SCOPE}
+    per_module: dict[str, Counter[str]] = {module: Counter() for module in modules}
     for name, status in statuses.items():
         per_module[module_of(name) or ""][status] += 1
 
