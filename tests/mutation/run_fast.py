@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import re
 import shutil
 import subprocess
 import sys
@@ -71,8 +72,11 @@ SCOPE: dict[str, list[str]] = {
 CAUGHT = {"killed", "timeout", "caught by type check"}
 
 
-def stage() -> None:
-    """A fresh copy each run: mutmut keeps a survivor's verdict even when new tests kill it."""
+def stage(only: list[str]) -> None:
+    """A fresh copy each run: mutmut keeps a survivor's verdict even when new tests kill it.
+
+    With ``only`` (modules), the copy's ``only_mutate`` lists those alone: mutmut generates
+    every listed file's mutants before running any (minutes for the whole scope)."""
     shutil.rmtree(STAGE, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "__snapshots__")
     for source, target in LAYOUT:
@@ -82,6 +86,19 @@ def stage() -> None:
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
+    if only:
+        files = ", ".join(f'"{module.replace(".", "/")}.py"' for module in only)
+        pyproject = STAGE / "pyproject.toml"
+        text, count = re.subn(
+            r"^only_mutate = \[.*?\]$",
+            f"only_mutate = [{files}]",
+            pyproject.read_text(),
+            count=1,
+            flags=re.M | re.S,
+        )
+        if count != 1:
+            raise SystemExit("pyproject.toml [tool.mutmut]: no only_mutate list to narrow")
+        pyproject.write_text(text)
 
 
 def mutmut(*args: str) -> subprocess.CompletedProcess[str]:
@@ -121,10 +138,11 @@ def main() -> int:
         help="mutate and score only this module (repeatable), e.g. cdclake/cost.py",
     )
     args = parser.parse_args()
-    modules = [module_at(path) for path in args.only] or list(SCOPE)
+    only = [module_at(path) for path in args.only]
+    modules = only or list(SCOPE)
     patterns = [pattern for module in modules for pattern in SCOPE[module]]
 
-    stage()
+    stage(only)
     run = subprocess.run(
         [
             sys.executable,
