@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from environment.config import EnvironmentConfig
+from environment.names import notifications_topic
 from environment.tables import TableConfig
 
 CONFIG_PROVIDER = "secretsmanager"
@@ -229,14 +230,19 @@ def debezium_source_config(
         "topic.creation.default.compression.type": "lz4",
         # Without this MSK Connect restarts a connector that uses a config provider regularly.
         "config.action.reload": "none",
+        # An incremental snapshot's progress under its signal's id, written by the S3 sink as
+        # change files: how a rebuild learns its snapshot finished (docs/merge-job.md).
+        "notification.enabled.channels": "sink",
+        "notification.sink.topic.name": notifications_topic(config.prefix),
     }
 
 
 def s3_sink_config(
     config: EnvironmentConfig, *, bucket_name: str, kms_key_arn: str | None = None
 ) -> dict[str, str]:
-    """Confluent S3 sink writing each lake topic, and the heartbeat table's
-    (:func:`heartbeat_changes_topic`), as JSON lines into the change-file bucket.
+    """Confluent S3 sink writing each lake topic, the heartbeat table's
+    (:func:`heartbeat_changes_topic`) and the source's notifications
+    (:func:`environment.names.notifications_topic`), as JSON lines into the change-file bucket.
 
     Layout: ``topics/<topic>/partition=<p>/<topic>+<p>+<startOffset>.json``. The values are the
     bytes Debezium wrote (JsonConverter, schemas enabled), one per line: ByteArrayFormat keeps
@@ -251,7 +257,11 @@ def s3_sink_config(
         "connector.class": "io.confluent.connect.s3.S3SinkConnector",
         "tasks.max": str(max(1, len(config.lake_tables))),
         "topics": ",".join(
-            [*(topic_name(config, t) for t in config.lake_tables), heartbeat_changes_topic(config)]
+            [
+                *(topic_name(config, t) for t in config.lake_tables),
+                heartbeat_changes_topic(config),
+                notifications_topic(config.prefix),
+            ]
         ),
         "s3.bucket.name": bucket_name,
         "s3.region": config.region,

@@ -194,13 +194,27 @@ def test_replication_factor_capped_by_broker_count(
     assert (replication_factor(dev), replication_factor(prod)) == (2, 3)
 
 
-def test_s3_sink_reads_every_lake_topic_and_the_heartbeat_topic(sink: dict[str, str]) -> None:
+def test_s3_sink_reads_every_lake_topic_heartbeat_and_notifications(sink: dict[str, str]) -> None:
     assert sink["topics"].split(",") == [
         "cdclake-dev.public.customers",
         "cdclake-dev.public.orders",
         "cdclake-dev.public.order_lines",
         "cdclake-dev.cdclake.heartbeat",
+        "cdclake-dev.notifications",
     ]
+
+
+def test_debezium_source_notifications_sink_channel_to_the_topic_the_sink_reads(
+    source: dict[str, str], sink: dict[str, str]
+) -> None:
+    assert source["notification.enabled.channels"] == "sink"
+    assert source["notification.sink.topic.name"] == "cdclake-dev.notifications"
+    assert source["notification.sink.topic.name"] in sink["topics"].split(",")
+
+
+def test_debezium_server_sends_no_notifications(server: dict[str, str]) -> None:
+    # Its sink is Kinesis, where no notifications stream exists; only the lake reads them.
+    assert not [k for k in server if "notification" in k]
 
 
 def test_s3_sink_layout_is_what_the_merge_job_reads(sink: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ from connectors.configs import (
     topic_name,
 )
 from environment.config import EnvironmentConfig, load_config
+from environment.names import notifications_topic
 from tests.iam.iam_helpers.kafka import (
     KAFKA_RECORDED_TABLES,
     KafkaRecording,
@@ -108,6 +109,7 @@ def msk_names(
     names = {("Topic", topic_name(local, t)): [topic_name(dev, t)] for t in local.lake_tables}
     names[("Topic", heartbeat_topic(local))] = [heartbeat_topic(dev)]
     names[("Topic", heartbeat_changes_topic(local))] = [heartbeat_changes_topic(dev)]
+    names[("Topic", notifications_topic(local.prefix))] = [notifications_topic(dev.prefix)]
     names[("Topic", offsets_topic(local))] = [offsets_topic(dev)]
     # A sink's consumer group is Kafka Connect's "connect-<connector name>".
     sink = connector_name(local, "s3-sink")
