@@ -234,7 +234,8 @@ class LakeConfig(ConfigModel):
         reach, how many commits between cleans (about an hour's at the table's freshness
         objective, which a busy table commits at), the record index sized for life, and on
         MERGE_ON_READ a compaction's IO budget (with the merge's half of the timeout, a capped
-        run that compacts ends inside it)."""
+        run that compacts ends inside it), and a table that keeps its history says so (1; left
+        out otherwise, so jobs defined before history read as they did)."""
         services = {
             "retain_hours": table.retain_hours or self.retain_hours,
             "savepoint_days": self.savepoint_days,
@@ -243,6 +244,8 @@ class LakeConfig(ConfigModel):
         }
         if table.hudi_table_type == "MERGE_ON_READ":
             services["compaction_io_mb"] = self.glue_job_of(table).compaction_io_mb()
+        if table.history:
+            services["history"] = 1
         return services
 
     def dispatch_of(self, table: TableConfig) -> dict[str, int | str]:

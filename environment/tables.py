@@ -105,6 +105,13 @@ class TableConfig(ConfigModel):
         description="a column dropped at the source: kept (null in later rows) or dropped "
         "from the lake at the table's next rebuild",
     )
+    history: bool = Field(
+        default=False,
+        description=(
+            "every version of each row, kept by the merge in <schema>_<table>_history beside "
+            "the lake table (SCD2 validity: docs/lake.md)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> TableConfig:
@@ -127,6 +134,8 @@ class TableConfig(ConfigModel):
         for policy in ("schema_changes", "drop_columns"):
             if policy in self.model_fields_set and not self.lake:
                 raise ValueError(f"{policy} governs the lake table: the table has lake: false")
+        if self.history and not self.lake:
+            raise ValueError("history is kept beside the lake table: the table has lake: false")
         if self.glue_job.model_fields_set and not self.lake:
             raise ValueError("glue_job sizes the lake's merge: the table has lake: false")
         return self
