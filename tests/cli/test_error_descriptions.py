@@ -306,3 +306,62 @@ def test_describe_client_library_error_elsewhere_is_left_to_the_traceback() -> N
     from pg8000.exceptions import InterfaceError
 
     assert describe(InterfaceError("Can't create a connection to host db.example.com")) is None
+
+
+def test_error_line_long_message_cut_at_four_hundred() -> None:
+    # A Glue or Spark error can run to pages; the line the operator reads stays short.
+    assert errors.error_line(RuntimeError("x" * 500)) == "x" * 399 + "…"
+
+
+def test_describe_refusal_raised_while_handling_another_is_the_stopped_stack() -> None:
+    # Chained implicitly (raised inside an except block, no `from`): only __context__ holds it.
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError:
+            raise RuntimeError("the query failed")  # noqa: B904
+    except RuntimeError as exc:
+        assert exc.__cause__ is None
+        assert describe(exc) == (errors.LOCAL_STACK_HELP, 1)
+
+
+def test_describe_server_on_loopback_refusing_the_login_is_left_to_the_traceback() -> None:
+    from pg8000.exceptions import DatabaseError
+
+    # The server is up and answers: not a stopped stack, though it names 127.0.0.1.
+    refusal = DatabaseError(
+        {"S": "FATAL", "M": 'no pg_hba.conf entry for host "127.0.0.1", user "cdclake"'}
+    )
+    assert describe(refusal) is None
+
+
+def test_describe_refusal_without_a_message_keeps_botocores_words() -> None:
+    # Some services reply with a code and no message: the line still says what was called.
+    assert describe(refused("InternalServiceException", "")) == (
+        "AWS refused GetJobRuns (InternalServiceException): An error occurred "
+        "(InternalServiceException) when calling the GetJobRuns operation:",
+        1,
+    )
+
+
+def test_describe_spark_driver_gone_while_a_call_failed_is_the_driver() -> None:
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    # As py4j raises it when the JVM dies mid-call: the call's error, raised while handling
+    # the network error (implicitly chained), names neither the JVM nor 127.0.0.1.
+    try:
+        try:
+            raise Py4JNetworkError("Answer from Java side is empty")
+        except Py4JNetworkError:
+            raise Py4JError("An error occurred while calling o56.save")  # noqa: B904
+    except Py4JError as exc:
+        assert describe(exc) == (errors.SPARK_GONE_HELP, 1)
+
+
+def test_fail_long_message_stays_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    message = "table public.orders: " + "a long reason " * 20  # past any terminal's width
+    with pytest.raises(typer.Exit):
+        errors.fail(message)
+    assert capsys.readouterr().err == f"error: {message}\n"
