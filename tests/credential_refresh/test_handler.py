@@ -330,3 +330,71 @@ def test_credential_refresh_logs_a_refused_restart_naming_the_connector(
     with refresh_log() as lines, pytest.raises(RefreshFailed):
         refresh(client, None, [name], [])
     assert _said(lines, "connector") == [("ERROR", "connector not restarted", name)]
+
+
+def test_credential_refresh_absent_connector_first_the_next_still_restarted(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    # Between an upgrade's deploys the source may be gone while the sink still runs.
+    source, sink = "cdclake-dev-debezium-source", "cdclake-dev-s3-sink"
+    stub.add_response("list_connectors", {"connectors": []}, {"connectorNamePrefix": source})
+    _restart_responses(stub, sink)
+    assert refresh(client, None, [source, sink], []) == {"connectors": 1, "services": 0}
+
+
+def test_credential_refresh_two_connectors_and_two_services_each_counted(
+    kafkaconnect: tuple[object, Stubber],
+) -> None:
+    client, stub = kafkaconnect
+    source, sink = "cdclake-dev-debezium-source", "cdclake-dev-s3-sink"
+    for name in (source, sink):
+        summary = _summary(name, "RUNNING", "1")
+        stub.add_response(
+            "list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name}
+        )
+    for name in (source, sink):
+        arn = _summary(name, "RUNNING", "1")["connectorArn"]
+        stub.add_response(
+            "restart_connector",
+            {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"},
+            {"connectorArn": arn},
+        )
+    other = {"cluster": "fanout", "service": "debezium-server-2"}
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        for service in (SERVICE, other):
+            ecs_stub.add_response("update_service", {}, {**service, "forceNewDeployment": True})
+        done = refresh(client, ecs, [source, sink], [SERVICE, other])
+    assert done == {"connectors": 2, "services": 2}
+
+
+def test_credential_refresh_refused_service_the_next_still_redeployed() -> None:
+    other = {"cluster": "fanout", "service": "debezium-server-2"}
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
+        ecs_stub.add_response("update_service", {}, {**other, "forceNewDeployment": True})
+        with pytest.raises(
+            RefreshFailed, match=r"^1 not restarted: service fanout/debezium-server:"
+        ):
+            refresh(None, ecs, [], [SERVICE, other])
+        ecs_stub.assert_no_pending_responses()
+
+
+def test_credential_refresh_every_failure_named_in_the_message() -> None:
+    other = {"cluster": "fanout", "service": "debezium-server-2"}
+    ecs = boto3.client("ecs", region_name="us-east-1")
+    with Stubber(ecs) as ecs_stub:
+        for _ in (SERVICE, other):
+            ecs_stub.add_client_error("update_service", "ServiceNotActiveException", "inactive")
+        with pytest.raises(RefreshFailed) as failed:
+            refresh(None, ecs, [], [SERVICE, other])
+    refusal = (
+        "An error occurred (ServiceNotActiveException) when calling the UpdateService "
+        "operation: inactive"
+    )
+    assert str(failed.value) == (
+        f"2 not restarted: service fanout/debezium-server: {refusal}; "
+        f"service fanout/debezium-server-2: {refusal}"
+    )
