@@ -235,6 +235,62 @@ def test_report_constants_listed(prod_report: dict[str, Any]) -> None:
     }
 
 
+def test_report_turns_of_the_configured_tables_and_of_the_profile(
+    prod_report: dict[str, Any],
+) -> None:
+    # 2,880 turns over prod's 3 lake tables, then over the profile's 100 (turns_month's sums).
+    assert prod_report["turns"] == [
+        {
+            "turns": 2880.0,
+            "tables": 3,
+            "lambda_usd": 0.0015,
+            "s3_usd": 0.1941,
+            "cloudwatch_usd": 0.0576,
+            "usd": 0.2532,
+        },
+        {
+            "turns": 2880.0,
+            "tables": 100,
+            "lambda_usd": 0.03,
+            "s3_usd": 6.0048,
+            "cloudwatch_usd": 0.0576,
+            "usd": 6.0924,
+        },
+    ]
+
+
+def test_report_objectives_of_each_lake_table(prod_report: dict[str, Any]) -> None:
+    # prod's tables share the lake's job and a 60-minute objective: the same two prices each,
+    # at 40,000 events an hour (objective_month's figures, rounded).
+    five = {
+        "freshness_minutes": 5,
+        "run_seconds": 32.0,
+        "minutes_between_runs": 4.47,
+        "events_per_run": 2978,
+        "workers": 2,
+        "runs": 9672.1,
+        "dpu_hours": 644.804,
+        "usd": 283.71,
+    }
+    sixty = {
+        "freshness_minutes": 60,
+        "run_seconds": 50.9,
+        "minutes_between_runs": 59.15,
+        "events_per_run": 39435,
+        "workers": 2,
+        "runs": 730.3,
+        "dpu_hours": 48.688,
+        "usd": 21.42,
+    }
+    assert prod_report["objectives"] == {
+        "events_per_hour": 40_000,
+        "tables": [
+            {"table": table, "freshness_minutes": 60, "prices": [five, sixty]}
+            for table in ("public.customers", "public.orders", "public.order_lines")
+        ],
+    }
+
+
 # --- the objective's price and the turns' own (issue 47 item 3) ---------------------------------
 
 # A run that applies nothing: Glue's start and the no-op work, billed the minute.
@@ -325,6 +381,18 @@ def test_design_json_rounds_each_figure() -> None:
     }
 
 
+def test_turns_json_rounds_each_figure() -> None:
+    turns = cost.Turns(2880.04, 3, 0.0014598, 0.194112, 0.05761234)
+    assert turns.as_dict() == {
+        "turns": 2880.0,
+        "tables": 3,
+        "lambda_usd": 0.0015,
+        "s3_usd": 0.1941,
+        "cloudwatch_usd": 0.0576,
+        "usd": 0.2532,
+    }
+
+
 def test_estimate_share_of_bare_nothing_billed_is_zero() -> None:
     nothing = cost.Estimate("profile", 1, 0.0, 0, cost.NOTHING, cost.NOTHING)
     assert nothing.share_of_bare == 0.0
@@ -368,3 +436,52 @@ def test_capped_run_at_most_workers_ends_within_half_its_timeout_at_the_incremen
         events = job.bytes_per_run() / cost.BYTES_PER_EVENT
         seconds = events / (cost.EVENTS_PER_VCPU_SECOND * vcpus)
         assert seconds <= job.timeout_minutes * 60 * 0.5, (table.name, seconds)
+
+
+def test_estimate_one_event_a_run_still_starts_the_run(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    # A table with a single change in a cycle has a file waiting: the dispatcher starts it.
+    month = cost.estimate(environments["prod"], active_share=0.1, events_per_run=1, tables=1)
+    assert month.dispatcher.runs == pytest.approx(288)
+
+
+@pytest.mark.parametrize(
+    ("profile", "says"),
+    [
+        ({"active_share": 1.5}, "--active-share 1.5: a share of the tables, from 0 to 1"),
+        ({"events_per_run": -1}, "--events-per-run -1: a count of events, 0 or more"),
+        ({"tables": 0}, "--tables 0: at least one table"),
+    ],
+)
+def test_estimate_bad_profile_refused_naming_the_option(
+    environments: dict[str, EnvironmentConfig], profile: dict[str, Any], says: str
+) -> None:
+    # In process: the CLI tests see the same words from a process of their own.
+    given = {"active_share": 0.1, "events_per_run": 10, "tables": 1, **profile}
+    with pytest.raises(cost.CostError) as refused:
+        cost.estimate(environments["prod"], **given)
+    assert str(refused.value) == says
+
+
+def test_objective_month_negative_rate_refused_naming_the_option(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    job = environments["prod"].lake.glue_job
+    with pytest.raises(cost.CostError) as refused:
+        cost.objective_month(job, freshness_minutes=60, events_per_hour=-1)
+    assert str(refused.value) == "--events-per-hour -1: a count of events, 0 or more"
+
+
+def test_objective_month_busy_table_sized_to_an_objective_of_events(
+    environments: dict[str, EnvironmentConfig],
+) -> None:
+    job = environments["prod"].lake.glue_job  # at most 4 x G.2X
+    # 20 million events an hour: an hour's change files (72 GB) need more executors than the
+    # job has, so the run starts with all 4 workers, 3 executors of 8 vCPUs beside the driver.
+    price = cost.objective_month(job, freshness_minutes=60, events_per_hour=20_000_000)
+    assert price.workers == 4
+    per_event = 1 / (cost.EVENTS_PER_VCPU_SECOND * 3 * 8)
+    rate = 20_000_000 / 3600
+    run = (IDLE_RUN_SECONDS + per_event * rate * 3600) / (1 + per_event * rate)
+    assert price.run_seconds == pytest.approx(run)
