@@ -107,3 +107,17 @@ def test_render_local_run_error_shown_in_place_of_the_run() -> None:
     merged = Decision(ORDERS, True, "1 change files wait", ("c/a.json",), run_id="x")
     runs = {ORDERS: {"error": "Spark stopped"}}
     assert rendered_rows([merged], runs)[ORDERS][6] == "Spark stopped"
+
+
+def test_render_long_path_in_a_reason_folded_whole_on_a_narrow_terminal() -> None:
+    from rich.console import Console
+
+    from cdclake.dispatch import render
+
+    # A change file's path is one word wider than the column: folded, not cut.
+    path = "s3://cdclake-dev-changes/topics/cdclake.public.orders/partition=0/orders+0+42.json"
+    console = Console(record=True, width=100, color_system=None)
+    render([Decision(ORDERS, False, f"not read: {path}", failed=True)], {}, console)
+    lines = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    reason = "".join(line.split("│")[6].strip() for line in lines)
+    assert reason == f"not read:{path}"

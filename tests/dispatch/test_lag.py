@@ -196,3 +196,35 @@ def test_dispatcher_lag_local_cli_stamped_with_its_time(world: World) -> None:
     turn = time.time() - 3 * 86_400  # days before now: found only where stamped
     publish_local_lag("local", decisions, turn)
     assert lag_values("local", ORDERS, around=turn) == [0.0]  # the file was not written yet
+
+
+def test_dispatcher_lag_local_cli_stamped_in_utc_on_a_machine_off_utc(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime as dt
+
+    from cdclake.dispatch import publish_local_lag
+    from cdclake_merge.metrics import LAG, NAMESPACE, dimensions
+
+    # An operator's machine keeps local time; a naive stamp would be read as UTC, 9 hours off.
+    put_change_file(world, ORDERS, 0)
+    decisions = list(_decide(world, ORDERS).values())
+    turn = time.time() - 3 * 86_400
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        publish_local_lag("local", decisions, turn)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    moment = dt.datetime.fromtimestamp(turn, dt.UTC)
+    found = _cloudwatch().get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=LAG,
+        Dimensions=dimensions("local", ORDERS),
+        StartTime=moment - dt.timedelta(minutes=5),
+        EndTime=moment + dt.timedelta(minutes=5),
+        Period=60,
+        Statistics=["Maximum"],
+    )["Datapoints"]
+    assert [point["Maximum"] for point in found] == [0.0]
