@@ -127,10 +127,13 @@ def merge(
     json_output: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
 ) -> None:
     """Apply the not-yet-applied change files under CHANGES to the Hudi table (all of them,
-    or a prefix of each partition within --max-files/--max-bytes)."""
+    or a prefix of each partition within --max-files/--max-bytes): to its live generation, or
+    while a rebuild is in progress, to the generation being built (one rebuild run)."""
+    from cdclake_merge.generations import notifications_beside
     from cdclake_merge.hudi import CatalogSyncError
-    from cdclake_merge.job import MergeError, MergeOptions, run_merge
-    from cdclake_merge.sink import open_sink
+    from cdclake_merge.job import MergeError, MergeOptions
+    from cdclake_merge.rebuild import merge_table
+    from cdclake_merge.sink import Sink, open_sink
     from cdclake_merge.storage import LocalFileSystem
 
     if not 0 <= max_bad_fraction <= 1:
@@ -138,6 +141,7 @@ def merge(
     byte_cap = _byte_size("--max-bytes", max_bytes) if max_bytes is not None else None
     source_table = table
     services: dict[str, int] = {}  # the table's services' settings, config's where --env
+    keep_columns, notifications = True, None  # a rebuild's: config's where --env
     if env is not None:
         target = _env_target(env, table)
         table, changes, warehouse = target.table, target.changes, target.warehouse
@@ -151,6 +155,8 @@ def merge(
         if tombstone_retention_days is None:
             tombstone_retention_days = config.lake.tombstone_retention_days
         services = config.lake.services_of(config.lake_table(source_table))
+        keep_columns = config.lake_table(source_table).drop_columns == "keep"
+        notifications = notifications_beside(changes, source_table)
     if changes is None or warehouse is None or not key:
         fail("--changes, --warehouse and --key are needed (or --env to take them from config)", 2)
     assert changes is not None and warehouse is not None
@@ -175,17 +181,24 @@ def merge(
     )
     spark_factory = local_spark(warehouse)
     local = LocalFileSystem()
-    try:
-        sink = open_sink(
-            warehouse=str(warehouse.resolve()),
+    resolved = str(warehouse.resolve())
+
+    def generation_sink(generation: int, catalog: bool) -> Sink:
+        return open_sink(
+            warehouse=resolved,
             table=table,
             key=options.key,
             fs=local,
             spark_factory=spark_factory,
             partition_fields=_split(partition),
             table_type=table_type.value,
+            sync_catalog=catalog,
+            generation=generation,
             **services,
         )
+
+    try:
+        generation_sink(1, True)
     except ValueError as exc:
         fail(str(exc), 2)
     fs: Any = local if "://" not in changes else _LazyHadoopFileSystem(spark_factory)
@@ -206,18 +219,35 @@ def merge(
 
         started = time.monotonic()
         try:
-            result = run_merge(spark_factory, fs, sink, options, progress=on_stage)
+            run = merge_table(
+                spark_factory,
+                fs,
+                generation_sink,
+                options,
+                notifications=notifications,
+                keep_columns=keep_columns,
+                progress=on_stage,
+            )
         except (MergeError, CatalogSyncError) as exc:
             fail(str(exc))
         except ValueError as exc:  # the table exists with another key, type or partitioning
             fail(str(exc), 2)
         except RuntimeError as exc:
             fail(error_line(exc, limit=None))
-    if env is not None:
+    result = run.result
+    if env is not None and not run.rebuilding:
         _publish_metrics(env, source_table, result, time.monotonic() - started)
 
     if json_output:
-        print(json.dumps(result.as_dict(), indent=2))
+        print(json.dumps(run.as_dict(), indent=2))
+        return
+    if run.rebuilding:
+        console.print(
+            f"{table}: a rebuild is in progress: generation {run.state.building or run.state.live} "
+            f"took this run ({result.files_applied:,} change files)"
+            + ("; caught up and swapped in" if run.swapped else ""),
+            highlight=False,
+        )
         return
     if not result.committed:
         console.print(f"{table}: no new change files; nothing to do (version {result.version})")

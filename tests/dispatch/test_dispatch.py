@@ -336,3 +336,12 @@ def test_dispatch_compaction_completed_after_the_delta_commits_is_not_due(world:
 def test_dispatch_compaction_planned_and_left_is_due(world: World) -> None:
     decision = _mor_dispatch(world, ORDERS, 0, "29991231000000000.compaction.requested")
     assert decision.workers == 5
+
+
+def test_dispatch_compaction_planned_and_completed_is_not_due(world: World) -> None:
+    # The plan stays in the timeline beside its commit: a compaction done is not one left.
+    instant = "29991231000000000"
+    decision = _mor_dispatch(
+        world, ORDERS, 0, f"{instant}.compaction.requested", f"{instant}.commit"
+    )
+    assert decision.workers == 2

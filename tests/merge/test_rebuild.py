@@ -85,7 +85,7 @@ def _needing_rebuild(spark: Any, root: Path) -> Lake:
     lake.write("b.json", [_amounts("u", 2, 20, "2.7500", 4)])
     with pytest.raises(TableNeedsRebuild):
         lake.merge()
-    begin_rebuild(lake.fs, lake.sink.sidecar, str(lake.changes))  # type: ignore[attr-defined]
+    begin_rebuild(lake.fs, lake.sink.sidecar, str(lake.changes))
     lake.write("c.json", [_snapshot_read(1, 30, "1.2500"), _snapshot_read(2, 30, "2.7500")])
     lake.write("d.json", [_amounts("u", 1, 40, "9.9900", 4)])
     return lake
@@ -93,11 +93,7 @@ def _needing_rebuild(spark: Any, root: Path) -> Lake:
 
 def _rebuild(lake: Lake, generation_sink: Any = None) -> RunResult:
     _, result = run_rebuild(
-        lambda: lake.spark,
-        lake.fs,
-        generation_sink or _generation_sink(lake),
-        lake.options,
-        lake.sink.sidecar,  # type: ignore[attr-defined]
+        lambda: lake.spark, lake.fs, generation_sink or _generation_sink(lake), lake.options
     )
     return result
 
@@ -119,7 +115,7 @@ def rebuilt(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Rebuilt:
     lake = _needing_rebuild(spark, tmp_path_factory.mktemp("rebuilt"))
     result = _rebuild(lake)
     live_version, live_rows, before = lake.sink.load().version, _catalog_rows(lake), _location(lake)
-    swap(spark, lake.fs, _generation_sink(lake), lake.sink.sidecar)  # type: ignore[attr-defined]
+    swap(spark, _generation_sink(lake))
     generation = _generation_sink(lake)(2, False)
     return Rebuilt(
         lake,
@@ -159,7 +155,7 @@ def test_run_rebuild_leaves_the_live_table_untouched_and_readable(rebuilt: Rebui
 def test_swap_moves_the_catalog_entry_to_the_generation(rebuilt: Rebuilt) -> None:
     assert rebuilt.location_after.rstrip("/").endswith(Path(rebuilt.generation.root).name)
     assert rebuilt.rows_after == [(1, Decimal("9.9900")), (2, Decimal("2.7500"))]
-    state = read_generations(rebuilt.lake.fs, rebuilt.lake.sink.sidecar)  # type: ignore[attr-defined]
+    state = read_generations(rebuilt.lake.fs, rebuilt.lake.sink.sidecar)
     assert (state.live, state.building, state.catalog_pending, state.retired) == (2, None, False, 1)
 
 
@@ -186,3 +182,162 @@ def test_run_rebuild_killed_before_its_commit_restarted_gives_the_same_rows(
         _rebuild(lake, killed_at_commit)
     _rebuild(lake)
     assert _stored_rows(lake, make(2, False)) == _stored_rows(rebuilt.lake, rebuilt.generation)
+
+
+# --- the runs wired: every run follows the state object ---------------------------------------
+
+
+def _noted(op: str, id_: int, lsn: int, amount: str, note: str) -> dict[str, Any]:
+    """A change of the live table's columns before the source dropped ``note``."""
+    event = _amounts(op, id_, lsn, amount, 2)
+    event["payload"]["after"]["note"] = note
+    event["schema"]["fields"][1]["fields"].append({"field": "note", "type": "string"})
+    return event
+
+
+class _CatalogDown(Exception):
+    pass
+
+
+@dataclass
+class Wired:
+    """A table of (id, amount numeric(10,2), note) whose source dropped ``note`` and changed
+    ``amount`` to numeric(14,4), rebuilt by merge runs: a run while building (snapshot not yet
+    finished), a rebuild run finding Debezium's COMPLETED notification whose catalog update is
+    cut short, a merge run after it, and a merge run with nothing new."""
+
+    lake: Lake
+    building_run: Any  # the merge run while the rebuild was building
+    live_version_while_building: int
+    state_after_building_run: Any
+    state_after_cut_swap: Any
+    location_after_cut_swap: str
+    after_swap_run: Any
+    location_after: str
+    rows_after: list[tuple[int, Decimal]]
+    state_after: Any
+    idle_run: Any
+    files_before_idle: list[str]
+    files_after_idle: list[str]
+    new_generation_rows: list[dict[str, Any]]
+
+
+def _merge_table(lake: Lake, generation_sink: Any, notifications: Path) -> Any:
+    from cdclake_merge.rebuild import merge_table
+
+    return merge_table(
+        lambda: lake.spark, lake.fs, generation_sink, lake.options, notifications=str(notifications)
+    )
+
+
+def _files(lake: Lake) -> list[str]:
+    return sorted(str(p.relative_to(lake.warehouse)) for p in lake.warehouse.rglob("*"))
+
+
+def _completed(notifications: Path, snapshot_id: str) -> None:
+    folder = notifications / "partition=0"
+    folder.mkdir(parents=True)
+    value = {"id": snapshot_id, "aggregate_type": "Incremental Snapshot", "type": "COMPLETED"}
+    (folder / "n+0+0000000000.json").write_text(json.dumps({"schema": {}, "payload": value}))
+
+
+@pytest.fixture(scope="module")
+def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
+    from cdclake_merge.generations import record_signal
+    from cdclake_merge.rebuild import rebuild_step
+
+    root = tmp_path_factory.mktemp("wired")
+    lake, notifications = Lake(spark, root), root / "notifications"
+    make = _generation_sink(lake)
+    lake.write("a.json", [_noted("c", 1, 10, "1.25", "x"), _noted("c", 2, 11, "2.50", "y")])
+    lake.merge()
+    begin_rebuild(lake.fs, lake.sink.sidecar, str(lake.changes))
+    record_signal(lake.fs, lake.sink.sidecar, "snap-1")  # as `cdclake rebuild` does, then signals
+    lake.write("c.json", [_snapshot_read(1, 30, "1.2500"), _snapshot_read(2, 30, "2.7500")])
+    lake.write("d.json", [_amounts("u", 1, 40, "9.9900", 4)])
+    building_run = _merge_table(lake, make, notifications)
+    live_version = lake.sink.load().version
+    state_building = read_generations(lake.fs, lake.sink.sidecar)
+
+    def catalog_down(generation: int, catalog: bool) -> Sink:
+        sink = make(generation, catalog)
+
+        def take_over_catalog(*_: Any) -> None:
+            raise _CatalogDown
+
+        sink.take_over_catalog = take_over_catalog  # type: ignore[method-assign]
+        return sink
+
+    _completed(notifications, "snap-1")
+    with pytest.raises(_CatalogDown):
+        rebuild_step(
+            lambda: spark, lake.fs, catalog_down, lake.options, notifications=str(notifications)
+        )
+    cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), _location(lake)
+    lake.write("e.json", [_amounts("u", 2, 50, "3.0000", 4)])
+    after_swap = _merge_table(lake, make, notifications)
+    spark.catalog.refreshTable(lake.table)
+    location, rows = _location(lake), _catalog_rows(lake)
+    state_after = read_generations(lake.fs, lake.sink.sidecar)
+    files_before = _files(lake)
+    idle = _merge_table(lake, make, notifications)
+    new = make(2, False)
+    new_rows = sorted(
+        (r.asDict() for r in new.read_live(spark, new.load()).collect()),  # type: ignore[union-attr]
+        key=lambda r: r["id"],
+    )
+    return Wired(
+        lake,
+        building_run,
+        live_version,
+        state_building,
+        cut_state,
+        cut_location,
+        after_swap,
+        location,
+        rows,
+        state_after,
+        idle,
+        files_before,
+        _files(lake),
+        new_rows,
+    )
+
+
+def test_merge_table_while_building_commits_to_the_new_generation_only(wired: Wired) -> None:
+    assert wired.building_run.rebuilding and wired.building_run.result.committed
+    assert wired.live_version_while_building == 1
+
+
+def test_merge_table_before_the_snapshots_completion_keeps_building(wired: Wired) -> None:
+    state = wired.state_after_building_run
+    assert (state.live, state.building, wired.building_run.swapped) == (1, 2, False)
+
+
+def test_rebuild_step_completed_notification_names_the_generation_live(wired: Wired) -> None:
+    state = wired.state_after_cut_swap
+    assert (state.live, state.building, state.catalog_pending, state.retired) == (2, None, True, 1)
+    assert wired.location_after_cut_swap.rstrip("/").endswith(wired.lake.table.split(".")[1])
+
+
+def test_merge_table_after_a_cut_swap_moves_the_catalog_then_merges(wired: Wired) -> None:
+    assert wired.location_after.rstrip("/").endswith("__g2")
+    assert wired.rows_after == [(1, Decimal("9.9900")), (2, Decimal("3.0000"))]
+
+
+def test_merge_table_first_commit_after_the_swap_removes_the_old_generation(
+    wired: Wired,
+) -> None:
+    lake = wired.lake
+    assert wired.after_swap_run.removed == 1 and not Path(lake.sink.root).exists()
+    assert [p.name for p in Path(lake.sink.sidecar).iterdir()] == ["generations.json"]
+    assert (wired.state_after.live, wired.state_after.retired) == (2, None)
+
+
+def test_merge_table_after_the_removal_changes_nothing(wired: Wired) -> None:
+    assert (wired.idle_run.result.committed, wired.idle_run.removed) == (False, None)
+    assert wired.files_after_idle == wired.files_before_idle
+
+
+def test_rebuild_keeping_dropped_columns_keeps_note_null(wired: Wired) -> None:
+    assert [(r["id"], r["note"]) for r in wired.new_generation_rows] == [(1, None), (2, None)]

@@ -5,19 +5,26 @@ Generation 1 is the table at ``<database>.db/<table>``; a rebuild writes generat
 Hudi and catalog name (docs/merge-job.md "Rebuild beside the live table"). Which generation is
 live, which is being built and from which change positions, and how far a swap got are kept in
 a small state object in the table's own sidecar (:data:`STATE`), which the rebuild and the
-swap write and the merge reads; users read the catalog entry's location. No Spark here.
+swap write and the merge reads; users read the catalog entry's location. No Spark here: the
+dispatcher reads the same state.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from cdclake_merge.positions import advance, positions_as_json, scan
+from cdclake_merge.positions import FolderPosition, advance, positions_as_json, scan
+from cdclake_merge.schema import Column
 from cdclake_merge.storage import FileSystem, join
 
 STATE = "generations.json"
+NOTIFICATIONS = "notifications"  # the lake capture's notifications topic: <topic prefix>.<this>
+SNAPSHOT_AGGREGATE = "Incremental Snapshot"
+SNAPSHOT_COMPLETED = "COMPLETED"
 
 
 def generation_folder(name: str, generation: int) -> str:
@@ -36,8 +43,13 @@ class Generations:
     # The change folders' positions listed before the rebuild's signal (positions_as_json):
     # where the generation being built starts reading, nothing older.
     start: dict[str, Any] = field(default_factory=dict)
+    began_at: str | None = None  # ISO time (UTC) the rebuild began
+    snapshot_id: str | None = None  # the incremental snapshot's signal id, once it is sent
     catalog_pending: bool = False  # the swap named the live generation; the catalog is next
     retired: int | None = None  # the generation the swap replaced, until it is removed
+    # The live generation's version when the swap named it: a run past it has committed
+    # after the swap, and removes the retired generation.
+    swapped_version: int | None = None
 
 
 def read_generations(fs: FileSystem, sidecar: str) -> Generations:
@@ -45,30 +57,139 @@ def read_generations(fs: FileSystem, sidecar: str) -> Generations:
     path = join(sidecar, STATE)
     if not fs.exists(path):
         return Generations()
-    return Generations(**json.loads(fs.read_text(path)))
+    stored = json.loads(fs.read_text(path))
+    known = {f.name for f in fields(Generations)}
+    return Generations(**{k: v for k, v in stored.items() if k in known})
 
 
 def write_generations(fs: FileSystem, sidecar: str, state: Generations) -> None:
     fs.write_text(join(sidecar, STATE), json.dumps(asdict(state), sort_keys=True))
 
 
-def begin_rebuild(fs: FileSystem, sidecar: str, changes: str) -> Generations:
+def change_ends(fs: FileSystem, changes: str) -> dict[str, FolderPosition]:
+    """Every change folder's end now: the positions a checkpoint would hold after applying all
+    it lists."""
+    listed = scan(fs, changes, {})
+    return advance({}, listed.pending, listed.parents)
+
+
+def begin_rebuild(
+    fs: FileSystem, sidecar: str, changes: str, changes_fs: FileSystem | None = None
+) -> Generations:
     """The rebuild in progress, or a new one: the next generation number and the end of every
     change folder now (taken before the snapshot's signal is sent). A rebuild begun and killed
-    is found again, with the positions it began with."""
+    is found again, with the positions it began with. ``changes_fs``: where the change files
+    are, when not on ``fs`` (the local stack's are on its S3 stand-in)."""
     state = read_generations(fs, sidecar)
     if state.building is not None:
         return state
-    listed = scan(fs, changes, {})
-    ends = advance({}, listed.pending, listed.parents)
+    if state.retired is not None:  # its removal needs the live generation's next commit
+        raise ValueError(
+            f"generation {state.retired} of the table is not removed yet (the first merge "
+            "commit after a swap removes it): run a merge before another rebuild"
+        )
     numbers = [state.live, state.retired or 0]
-    begun = replace(state, building=max(numbers) + 1, start=positions_as_json(ends))
+    begun = replace(
+        state,
+        building=max(numbers) + 1,
+        start=positions_as_json(change_ends(changes_fs or fs, changes)),
+        began_at=dt.datetime.now(dt.UTC).isoformat(),
+        snapshot_id=None,
+    )
     write_generations(fs, sidecar, begun)
     return begun
 
 
-def swapped(state: Generations) -> Generations:
-    """The state once the generation being built is live, its catalog entry still to move."""
+def record_signal(fs: FileSystem, sidecar: str, snapshot_id: str) -> Generations:
+    """The rebuild in progress with the id of the snapshot signal about to be sent: written
+    before the signal, so the rebuild's runs look for that snapshot's end."""
+    state = read_generations(fs, sidecar)
+    if state.building is None:
+        raise ValueError("no rebuild is in progress: begin one before sending its signal")
+    signalled = replace(state, snapshot_id=snapshot_id)
+    write_generations(fs, sidecar, signalled)
+    return signalled
+
+
+def swapped(state: Generations, version: int) -> Generations:
+    """The state once the generation being built (at ``version``) is live, its catalog entry
+    still to move."""
     if state.building is None:
         raise ValueError("no rebuild is in progress: nothing to swap")
-    return Generations(live=state.building, catalog_pending=True, retired=state.live)
+    return Generations(
+        live=state.building, catalog_pending=True, retired=state.live, swapped_version=version
+    )
+
+
+def _newest(position: FolderPosition) -> str | None:
+    return max(filter(None, (position.after, *(n for n, _, _ in position.recent))), default=None)
+
+
+def caught_up(
+    state: Generations,
+    ends: Mapping[str, FolderPosition],
+    built: Mapping[str, FolderPosition],
+    snapshot_done: bool,
+) -> bool:
+    """Whether the generation being built may be swapped in: its snapshot has finished and its
+    checkpoint (``built``) has applied, in every change folder, the files listed (``ends``,
+    the folders' ends as listed after the snapshot was seen to finish)."""
+    if state.building is None or not snapshot_done:
+        return False
+    for folder, end in ends.items():
+        wanted = _newest(end)
+        reached = _newest(built.get(folder, FolderPosition()))
+        if wanted is not None and (reached is None or reached < wanted):
+            return False
+    return True
+
+
+def notifications_beside(changes: str, source_table: str) -> str:
+    """The folder the S3 sink writes the lake capture's notifications to, beside the table's
+    topic folder: ``…/topics/<prefix>.<schema>.<table>/`` → ``…/topics/<prefix>.notifications/``
+    (environment.names.notifications_topic)."""
+    parent, _, topic = changes.rstrip("/").rpartition("/")
+    suffix = "." + source_table
+    if not topic.endswith(suffix):
+        raise ValueError(f"change folder {changes} is not the topic of {source_table}")
+    return join(parent, f"{topic.removesuffix(suffix)}.{NOTIFICATIONS}") + "/"
+
+
+def snapshot_finished(fs: FileSystem, notifications: str, snapshot_id: str) -> bool:
+    """Whether Debezium reported the incremental snapshot ``snapshot_id`` COMPLETED among the
+    notification change files under ``notifications`` (JSON lines; a line is the notification
+    or, schemas enabled, its ``payload``)."""
+    for path in fs.list_files(notifications):
+        if not path.endswith((".json", ".jsonl")):  # the sink writes them uncompressed
+            continue
+        for text in fs.read_text(path).splitlines():
+            if _is_completion(text, snapshot_id):
+                return True
+    return False
+
+
+def _is_completion(text: str, snapshot_id: str) -> bool:
+    try:
+        value = json.loads(text)
+    except ValueError:  # a line cut short by a sink task's restart: the next file has it
+        return False
+    if isinstance(value, dict) and isinstance(value.get("payload"), dict):
+        value = value["payload"]
+    return (
+        isinstance(value, dict)
+        and value.get("aggregate_type") == SNAPSHOT_AGGREGATE
+        and value.get("type") == SNAPSHOT_COMPLETED
+        and value.get("id") == snapshot_id
+    )
+
+
+def kept_columns(live: Sequence[Column], new: Sequence[Column]) -> list[Column]:
+    """A rebuild's columns under ``drop_columns: keep``: the live generation's, in its order,
+    each with the type its events now carry where they carry it (a column the source dropped
+    keeps its stored type), then the columns new to the table."""
+    types = dict(new)
+    names = {name for name, _ in live}
+    return [
+        *((name, types.get(name, stored)) for name, stored in live),
+        *((name, kind) for name, kind in new if name not in names),
+    ]

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
+from cdclake_merge.generations import kept_columns
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
 from cdclake_merge.positions import FolderPosition, Scan, advance, cut, scan
 from cdclake_merge.schema import Column, NeedsRebuild, SchemaChangeError, unify
@@ -89,6 +90,9 @@ class MergeOptions:
     # Where a table with no commit yet starts reading its change folders (None: from their
     # start): a rebuild's generation reads nothing older than its snapshot's signal.
     start_positions: Mapping[str, FolderPosition] | None = None
+    # The columns a table with no stored column yet starts from, each taking the type its
+    # events carry where they carry it: a rebuild keeping the live generation's columns.
+    start_columns: tuple[Column, ...] | None = None
 
     @property
     def spec(self) -> TableSpec:
@@ -392,6 +396,8 @@ def table_schema(
         raise TableNeedsRebuild(exc) from None
     except SchemaChangeError as exc:
         raise MergeError(str(exc)) from None
+    if columns and options.start_columns and not previous.columns:
+        columns = kept_columns(options.start_columns, columns)
     missing_key = [k for k in options.key if k not in dict(columns)]
     if columns and missing_key:
         raise MergeError(f"table {options.table}: key column(s) {missing_key} not in the data")

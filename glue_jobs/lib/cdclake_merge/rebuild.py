@@ -1,36 +1,137 @@
 """The merge side of a rebuild beside the live table (docs/merge-job.md "Rebuild beside the
-live table"): runs of the generation being built, and the swap that makes it live.
+live table"): which generation a run writes, the runs of the generation being built, the swap
+that makes it live and the removal of the generation it replaced.
 
-Each rebuild run is an ordinary merge run (:func:`cdclake_merge.job.run_merge`) into the
-generation being built, which starts reading the change folders where they ended when the
-rebuild began (:func:`cdclake_merge.generations.begin_rebuild`); it syncs no catalog, so
-readers keep the live generation, untouched. The swap writes the state object first, then
-moves the catalog entry; a swap cut short between the two is finished by :func:`swap` again.
-Not here yet: sending the snapshot's signal, knowing the snapshot finished, removing the old
-generation, and the CLI, Glue and dispatcher wiring.
+Every run of a table goes through :func:`merge_table` (the Glue job's merge mode and
+``cdclake merge``) or :func:`rebuild_step` (the Glue job's rebuild mode and ``cdclake
+rebuild``): they read the state object in the table's own sidecar, finish a swap whose catalog
+update was cut short, and write the live generation, or the generation being built while a
+rebuild is in progress (the live one then takes no commit). A rebuild run is an ordinary merge
+run (:func:`cdclake_merge.job.run_merge`) into the generation being built, which starts reading
+the change folders where they ended when the rebuild began; it syncs no catalog, so readers
+keep the live generation, untouched. The swap writes the state object first, then moves the
+catalog entry. Sending the snapshot's signal is the CLI's (it needs the database).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
 from cdclake_merge.generations import (
+    STATE,
     Generations,
     begin_rebuild,
+    caught_up,
+    change_ends,
     read_generations,
+    snapshot_finished,
     swapped,
     write_generations,
 )
 from cdclake_merge.job import MergeOptions, RunResult, run_merge
 from cdclake_merge.positions import positions_from_json
 from cdclake_merge.sink import Sink
-from cdclake_merge.storage import FileSystem
+from cdclake_merge.storage import FileSystem, join
 
 # A sink of the table's generation n; ``catalog``: whether its commits sync the catalog.
 GenerationSink = Callable[[int, bool], Sink]
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """What one run of a table did: ``rebuilding``: it wrote the generation being built
+    (``caught_up``/``swapped``: and that generation became live); ``removed``: the generation
+    a swap replaced, removed by this run."""
+
+    state: Generations
+    result: RunResult
+    rebuilding: bool = False
+    caught_up: bool = False
+    swapped: bool = False
+    removed: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            **self.result.as_dict(),
+            "live": self.state.live,
+            "building": self.state.building,
+            "caught_up": self.caught_up,
+            "swapped": self.swapped,
+            "removed": self.removed,
+        }
+
+
+def _home(generation_sink: GenerationSink) -> Sink:
+    """Generation 1's sink: its sidecar holds the state object."""
+    return generation_sink(1, False)
+
+
+def follow_live(
+    spark_factory: Callable[[], SparkSession], generation_sink: GenerationSink
+) -> Generations:
+    """The table's state, a swap whose catalog update was cut short finished first (as a run
+    finishes a commit's failed catalog sync)."""
+    home = _home(generation_sink)
+    state = read_generations(home.fs, home.sidecar)
+    if state.catalog_pending:
+        state = swap(spark_factory(), generation_sink)
+    return state
+
+
+def merge_table(
+    spark_factory: Callable[[], SparkSession],
+    fs: FileSystem,
+    generation_sink: GenerationSink,
+    options: MergeOptions,
+    *,
+    notifications: str | None = None,
+    keep_columns: bool = True,
+    progress: Callable[[str], None] = lambda stage: None,
+) -> TableRun:
+    """A merge run of the table (``fs``: where its change files are): into the live
+    generation; while a rebuild is in progress, its step instead (:func:`rebuild_step`: the
+    live generation takes no commit). The first run past a swap's commit removes the
+    generation the swap replaced."""
+    state = follow_live(spark_factory, generation_sink)
+    if state.building is not None:
+        return rebuild_step(
+            spark_factory,
+            fs,
+            generation_sink,
+            options,
+            notifications=notifications,
+            keep_columns=keep_columns,
+        )
+    result = run_merge(
+        spark_factory, fs, generation_sink(state.live, True), options, progress=progress
+    )
+    removed = state.retired
+    if removed is None or state.swapped_version is None or result.version <= state.swapped_version:
+        return TableRun(state, result)
+    return TableRun(remove_retired(generation_sink, state), result, removed=removed)
+
+
+def remove_retired(generation_sink: GenerationSink, state: Generations) -> Generations:
+    """Delete the generation a swap replaced: its folder, and its sidecar's checkpoints and
+    tombstones (generation 1's sidecar keeps the state object). Deleting what is gone does
+    nothing, so a run killed midway is finished by the next."""
+    if state.retired is None:
+        return state
+    old = generation_sink(state.retired, False)
+    old.fs.delete(old.root)
+    if state.retired == 1:
+        for name in old.fs.list_dir(old.sidecar):
+            if name != STATE:
+                old.fs.delete(join(old.sidecar, name))
+    else:
+        old.fs.delete(old.sidecar)
+    done = replace(state, retired=None, swapped_version=None)
+    home = _home(generation_sink)
+    write_generations(home.fs, home.sidecar, done)
+    return done
 
 
 def run_rebuild(
@@ -38,28 +139,72 @@ def run_rebuild(
     fs: FileSystem,
     generation_sink: GenerationSink,
     options: MergeOptions,
-    sidecar: str,
 ) -> tuple[Generations, RunResult]:
     """One run of the rebuild in progress (begun here if none is): what waits after its start
     positions, applied to the generation being built as one commit."""
-    state = begin_rebuild(fs, sidecar, options.changes)
+    home = _home(generation_sink)
+    state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
     assert state.building is not None  # begin_rebuild returns a rebuild in progress
     start = replace(options, start_positions=positions_from_json(state.start))
     result = run_merge(spark_factory, fs, generation_sink(state.building, False), start)
     return state, result
 
 
-def swap(
-    spark: SparkSession, fs: FileSystem, generation_sink: GenerationSink, sidecar: str
-) -> Generations:
+def rebuild_step(
+    spark_factory: Callable[[], SparkSession],
+    fs: FileSystem,
+    generation_sink: GenerationSink,
+    options: MergeOptions,
+    *,
+    notifications: str | None = None,
+    snapshot_done: bool = False,
+    keep_columns: bool = True,
+) -> TableRun:
+    """One rebuild run (:func:`run_rebuild`), then, if the generation being built has caught
+    up, the swap in the same run. Caught up: its snapshot finished (Debezium's COMPLETED
+    notification of the state's ``snapshot_id`` under ``notifications``, or ``snapshot_done``,
+    an operator's word) and the run applied every change file listed after that was seen.
+    ``keep_columns`` (``drop_columns: keep``): the new generation starts from the live one's
+    columns, so a column the source dropped stays (null)."""
+    state = follow_live(spark_factory, generation_sink)
+    home = _home(generation_sink)
+    state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
+    done = snapshot_done or (
+        notifications is not None
+        and state.snapshot_id is not None
+        and snapshot_finished(fs, notifications, state.snapshot_id)
+    )
+    ends = change_ends(fs, options.changes)  # listed after the snapshot was seen finished
+    live = generation_sink(state.live, False).newest_checkpoint() if keep_columns else None
+    kept = tuple((name, kind) for name, kind in live["columns"]) if live else None
+    state, result = run_rebuild(
+        spark_factory, fs, generation_sink, replace(options, start_columns=kept)
+    )
+    assert state.building is not None
+    built = generation_sink(state.building, False).load()
+    if not built.exists or not caught_up(state, ends, built.positions, done):
+        return TableRun(state, result, rebuilding=True)
+    return TableRun(
+        swap(spark_factory(), generation_sink),
+        result,
+        rebuilding=True,
+        caught_up=True,
+        swapped=True,
+    )
+
+
+def swap(spark: SparkSession, generation_sink: GenerationSink) -> Generations:
     """Make the generation being built live: the state object names it, then the catalog entry
     points at it. Finishes a swap cut short after the state object was written."""
-    state = read_generations(fs, sidecar)
+    home = _home(generation_sink)
+    state = read_generations(home.fs, home.sidecar)
     if not state.catalog_pending:
-        state = swapped(state)
-        write_generations(fs, sidecar, state)
+        if state.building is None:
+            raise ValueError("no rebuild is in progress: nothing to swap")
+        state = swapped(state, generation_sink(state.building, False).load().version)
+        write_generations(home.fs, home.sidecar, state)
     sink = generation_sink(state.live, True)
     sink.take_over_catalog(spark, sink.load())
     done = replace(state, catalog_pending=False)
-    write_generations(fs, sidecar, done)
+    write_generations(home.fs, home.sidecar, done)
     return done

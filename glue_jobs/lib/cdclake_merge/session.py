@@ -128,6 +128,12 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     )
     if any(j.name == LOCAL_FS_JAR for j in jars):
         builder = builder.config("spark.hadoop.fs.file.impl", LOCAL_FS_CLASS)
+    # A rebuild's swap sets the entry's columns to the new generation's: Hive's metastore
+    # refuses a column whose position now holds another type (a dropped column, text ->
+    # integer), which Glue's catalog never checks (cdclake_merge.rebuild).
+    builder = builder.config(
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes", "false"
+    )
     metastore_uri = os.environ.get(METASTORE_URI_ENV)
     if metastore_uri:
         # Spark's catalog and Hudi's sync (its client reads the same Hadoop conf) both talk

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from cdclake_merge.generations import read_generations
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import DEFAULT_RETAIN_HOURS, DEFAULT_SAVEPOINT_DAYS
 from cdclake_merge.schema import Column
@@ -94,6 +95,8 @@ class Staged:
 class Sink(Protocol):
     table: str  # DATABASE.TABLE
     root: str  # where the table's files are
+    sidecar: str  # where the merge's checkpoints and tombstones are
+    fs: FileSystem  # the filesystem of both
     quarantine_root: str
 
     def load(self) -> TableState: ...
@@ -194,12 +197,22 @@ def open_sink(
 def open_existing_sink(
     *, warehouse: str, table: str, fs: FileSystem, spark_factory: Any
 ) -> Sink | None:
-    """An existing table opened with the key, type and partitioning it was created with.
+    """An existing table's live generation opened with the key, type and partitioning it was
+    created with.
 
     For read-only commands; None where the table has no commit yet.
     """
-    probe = sink_factory()(
+    home = sink_factory()(
         warehouse=warehouse, table=table, key=(), fs=fs, spark_factory=spark_factory
+    )
+    live = read_generations(fs, home.sidecar).live
+    probe = sink_factory()(
+        warehouse=warehouse,
+        table=table,
+        key=(),
+        fs=fs,
+        spark_factory=spark_factory,
+        generation=live,
     )
     checkpoint = probe.newest_checkpoint()
     if checkpoint is None:
@@ -212,4 +225,5 @@ def open_existing_sink(
         spark_factory=spark_factory,
         partition_fields=checkpoint["partition_fields"],
         table_type=checkpoint["table_type"],
+        generation=live,
     )

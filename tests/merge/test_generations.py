@@ -1,0 +1,117 @@
+"""cdclake_merge.generations without Spark (issue #49): when a rebuild has caught up, how its
+runs learn from Debezium's notifications that its incremental snapshot finished, where those
+are, and the columns a rebuild keeping dropped columns starts from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdclake_merge.generations import (
+    Generations,
+    caught_up,
+    kept_columns,
+    notifications_beside,
+    snapshot_finished,
+)
+from cdclake_merge.positions import FolderPosition
+from cdclake_merge.storage import LocalFileSystem
+
+BUILDING = Generations(building=2)
+FOLDER = "partition=0"
+
+
+def _at(name: str) -> dict[str, FolderPosition]:
+    return {"": FolderPosition(parent=True), FOLDER: FolderPosition(recent=((name, 1, "t"),))}
+
+
+def test_caught_up_snapshot_not_finished_false() -> None:
+    assert not caught_up(BUILDING, _at("f+0000000009.json"), _at("f+0000000009.json"), False)
+
+
+def test_caught_up_a_folder_behind_its_end_false() -> None:
+    assert not caught_up(BUILDING, _at("f+0000000009.json"), _at("f+0000000005.json"), True)
+
+
+def test_caught_up_every_folder_at_its_end_true() -> None:
+    assert caught_up(BUILDING, _at("f+0000000009.json"), _at("f+0000000009.json"), True)
+
+
+def test_caught_up_a_folder_the_generation_never_read_false() -> None:
+    ends = {**_at("f+0000000009.json"), "partition=1": FolderPosition(after="g+01.json")}
+    assert not caught_up(BUILDING, ends, _at("f+0000000009.json"), True)
+
+
+def _notification(id_: str, type_: str, *, schema: bool = True) -> dict[str, Any]:
+    value = {
+        "id": id_,
+        "aggregate_type": "Incremental Snapshot",
+        "type": type_,
+        "additional_data": {"connector_name": "cdclake-local", "data_collections": "public.t"},
+        "timestamp": "1764350000000",
+    }
+    return {"schema": {"type": "struct", "fields": []}, "payload": value} if schema else value
+
+
+def _notifications(root: Path, *values: dict[str, Any]) -> str:
+    folder = root / "topics" / "cdclake-local.notifications" / "partition=0"
+    folder.mkdir(parents=True)
+    text = "".join(json.dumps(v) + "\n" for v in values)
+    (folder / "cdclake-local.notifications+0+0000000000.json").write_text(text)
+    return str(folder.parent)
+
+
+def test_snapshot_finished_completed_notification_of_the_signal_true(tmp_path: Path) -> None:
+    path = _notifications(
+        tmp_path, _notification("snap-1", "STARTED"), _notification("snap-1", "COMPLETED")
+    )
+    assert snapshot_finished(LocalFileSystem(), path, "snap-1")
+
+
+def test_snapshot_finished_without_schema_envelope_true(tmp_path: Path) -> None:
+    path = _notifications(tmp_path, _notification("snap-1", "COMPLETED", schema=False))
+    assert snapshot_finished(LocalFileSystem(), path, "snap-1")
+
+
+def test_snapshot_finished_only_started_and_scanned_false(tmp_path: Path) -> None:
+    path = _notifications(
+        tmp_path,
+        _notification("snap-1", "STARTED"),
+        _notification("snap-1", "TABLE_SCAN_COMPLETED"),
+    )
+    assert not snapshot_finished(LocalFileSystem(), path, "snap-1")
+
+
+def test_snapshot_finished_another_snapshots_completion_false(tmp_path: Path) -> None:
+    path = _notifications(tmp_path, _notification("snap-0", "COMPLETED"))
+    assert not snapshot_finished(LocalFileSystem(), path, "snap-1")
+
+
+def test_snapshot_finished_no_notifications_yet_false(tmp_path: Path) -> None:
+    assert not snapshot_finished(LocalFileSystem(), str(tmp_path / "none"), "snap-1")
+
+
+def test_notifications_beside_the_tables_topic_folder() -> None:
+    changes = "s3://changes/topics/cdclake-dev.public.orders/"
+    assert notifications_beside(changes, "public.orders") == (
+        "s3://changes/topics/cdclake-dev.notifications/"
+    )
+
+
+def test_notifications_beside_a_folder_not_the_tables_topic_refused() -> None:
+    with pytest.raises(ValueError, match=r"is not the topic of public\.orders"):
+        notifications_beside("/changes/elsewhere/", "public.orders")
+
+
+def test_kept_columns_dropped_column_stays_changed_type_taken() -> None:
+    live = [("id", "int"), ("amount", "decimal(10,2)"), ("note", "string")]
+    new = [("id", "int"), ("amount", "decimal(14,4)"), ("region", "string")]
+    assert kept_columns(live, new) == [
+        ("id", "int"),
+        ("amount", "decimal(14,4)"),
+        ("note", "string"),
+        ("region", "string"),
+    ]
