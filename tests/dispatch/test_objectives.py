@@ -95,3 +95,19 @@ def test_dispatch_objective_bytes_below_the_cap_wait(world: World) -> None:
     create_objective_job(world, SIXTY, 60, max_bytes_per_run=1000)
     oldest = written_at(world, put_change_bytes(world, SIXTY, 0, 999))
     assert _turn(world, oldest + 1, SIXTY)[SIXTY].start is False
+
+
+def test_sizing_expected_run_glue_start_then_the_bytes_on_its_executors() -> None:
+    from cdclake_merge.dispatch import Sizing
+
+    sizing = Sizing("G.1X", 2, 10, 1000, start_seconds=60, executor_bytes_per_second=10)
+    # 2,000 bytes: 2 executors beside the driver, each merging 10 bytes a second.
+    assert sizing.expected_run_seconds(2000) == 160.0
+
+
+def test_sizing_expected_run_without_a_rate_is_unknown() -> None:
+    from cdclake_merge.dispatch import Sizing
+
+    # A job given the start but not the rate (defined by hand): due whenever work waits.
+    sizing = Sizing("G.1X", 2, 10, 1000, start_seconds=60)
+    assert sizing.expected_run_seconds(2000) is None
