@@ -22,6 +22,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   written)
     --compaction_io_mb MB         (MERGE_ON_READ: a compaction's IO budget, a quarter of the
                                   timeout's worth; default Hudi's)
+    --history 1                   (the table keeps every version of its rows beside it; config's
+                                  history: true)
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -58,6 +60,7 @@ ARGUMENTS = (
     "clean_every_commits",
     "record_index_file_groups",
     "compaction_io_mb",
+    "history",
 )
 MODES = ("merge", "replay", "restore")
 # The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
@@ -67,6 +70,7 @@ SERVICE_ARGUMENTS = (
     "clean_every_commits",
     "record_index_file_groups",
     "compaction_io_mb",
+    "history",
 )
 # Without --environment the run publishes no metrics (a run by hand).
 # Without --mode it merges: job definitions never pass it; `cdclake quarantine replay` starts
@@ -87,6 +91,7 @@ OPTIONAL = {
     "clean_every_commits": "",
     "record_index_file_groups": "",
     "compaction_io_mb": "",
+    "history": "",
 }
 
 

@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from cdclake_merge.generations import generation_folder
+from cdclake_merge.history import HISTORY_COLUMNS, HISTORY_SUFFIX, SOURCE_DATE
 from cdclake_merge.hudi_options import (
     DEFAULT_RECORD_INDEX_FILE_GROUPS,
     READ_OPTIONS,
@@ -120,6 +121,7 @@ class HudiTable:
         compaction_io_mb: int | None = None,
         clean_every_commits: int = 1,
         generation: int = 1,
+        history: bool = False,
     ) -> None:
         self.database, _, self.name = table.partition(".")
         if not self.database or not self.name or "." in self.name:
@@ -146,6 +148,9 @@ class HudiTable:
         self.record_index_file_groups = record_index_file_groups
         self.compaction_io_mb = compaction_io_mb
         self.clean_every_commits = clean_every_commits
+        # One history table for every generation: a rebuild's swap leaves it where it is.
+        self.history = history
+        self.history_root = join(warehouse, f"{self.database}.db", f"{self.name}{HISTORY_SUFFIX}")
 
     def _uri(self, path: str) -> str:
         """Spark and Hudi want a scheme; local paths get ``file://``."""
@@ -430,6 +435,41 @@ class HudiTable:
         if self.sync_catalog:
             self.fs.delete(self._unsynced_marker())
         return self._state(checkpoint, exists=True)
+
+    def write_history(
+        self, spark: SparkSession, previous: TableState, columns: Sequence[Column], rows: DataFrame
+    ) -> None:
+        """Upsert a run's history rows (:mod:`cdclake_merge.history`) into ``<table>_history``
+        and register it in the catalog as the table is: COPY_ON_WRITE (its runs mostly add
+        rows, and each closes at most one stored version a key it changes; its readers need
+        no compaction and no ``_rt`` view), keyed by the table's key and ``_cdc_order``,
+        partitioned by source date, with the table's cleaning and archival."""
+        history = f"{self.name}{HISTORY_SUFFIX}"
+        layout = stored_layout(previous.layout, columns)
+        history_layout = [
+            name
+            for field in layout
+            for name in (HISTORY_COLUMNS if field == IS_DELETED else [field])
+        ]
+        options = hudi_options(
+            database=self.database,
+            table=history,
+            record_key=(*self.key, ORDER),
+            partition_fields=(SOURCE_DATE,),
+            retain_hours=self.retain_hours,
+            record_index_file_groups=(
+                self.record_index_file_groups or DEFAULT_RECORD_INDEX_FILE_GROUPS
+            ),
+            clean_every_commits=self.clean_every_commits,
+            sync_catalog=self.sync_catalog,
+        )
+        frame = rows.select(*(f"`{name}`" for name in history_layout))
+        try:
+            frame.write.format("hudi").options(**options).mode("append").save(
+                self._uri(self.history_root)
+            )
+        except Exception as exc:
+            raise _one_line(exc, f"{self.database}.{history}", previous.version + 1) from None
 
     def _options(self, **write: Any) -> dict[str, str]:
         """This table's Hudi options (:func:`hudi_options`), with ``write``'s settings."""

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.generations import kept_columns
+from cdclake_merge.history import Truncate, history_rows
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
 from cdclake_merge.positions import FolderPosition, Scan, advance, cut, scan
 from cdclake_merge.schema import Column, NeedsRebuild, SchemaChangeError, unify
@@ -268,9 +269,9 @@ def run_merge(
         progress("fold")
         columns, toast = table_schema(summary, previous, options, plans)
         truncated_before = truncation_horizon(summary, previous)
-        rows = None
+        rows = history = None
         if columns:
-            latest, rows = fold(
+            latest, rows, history = fold(
                 spark, sink, previous, parsed, columns, toast, truncated_before, options.key
             )
             cached.append(latest)
@@ -292,6 +293,11 @@ def run_merge(
             tombstones_before=tombstone_cutoff(options.tombstone_retention_days),
             into_empty=not previous.exists,
         )
+        if history is not None and (result.applied or changes.truncated):
+            # Before the table's commit: a run killed between the two leaves the table where
+            # it was, and the next run folds the same changes into the same history rows,
+            # upserted by key and order over what this one wrote (docs/lake.md "History").
+            sink.write_history(spark, previous, changes.columns, history)
         staged = sink.stage(spark, previous, changes)
         committed = sink.commit(spark, staged)
     finally:
@@ -422,18 +428,22 @@ def fold(
     toast: Sequence[str],
     truncated_before: str | None,
     key: Sequence[str],
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """Stage 4: per key, the newest change not older than the table's; the rows to write.
 
-    Returns the folded changes (persisted, for counting) and the rows the sink
-    writes: upserts, deletes, and deletions of stored rows a new truncate removes.
+    Returns the folded changes (persisted, for counting), the rows the sink
+    writes: upserts, deletes, and deletions of stored rows a new truncate removes; and
+    where the table keeps its history, the run's history rows (None otherwise).
     """
-    events = drop_truncated(decode_events(parsed, columns), truncated_before)
+    decoded = drop_truncated(decode_events(parsed, columns), previous.truncated_before)
+    events = drop_truncated(decoded, truncated_before)
     truncating = truncated_before != previous.truncated_before
     if truncating:  # a new truncate deletes stored rows of keys this run never names
         stored = sink.read_state(spark, previous)
-    else:  # only the run's keys, and of their columns only those a TOAST fill needs
-        stored = sink.lookup_state(spark, previous, events.select(*key).distinct(), toast)
+    else:  # only the run's keys, and of their columns only those a TOAST fill needs (all
+        # for the history: a delete's last image and a closed version are whole rows)
+        wanted = None if sink.history else toast
+        stored = sink.lookup_state(spark, previous, events.select(*key).distinct(), wanted)
     full_state = (
         align(stored, columns, [*METADATA_COLUMNS, DELETED])
         if stored is not None
@@ -443,9 +453,25 @@ def fold(
     fresh = fresh_events(events, state, key)
     latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
     changed = changed_rows(latest, key, columns)
+    history = None
+    if sink.history:
+        truncates = run_truncates(parsed, previous.truncated_before) if truncating else []
+        stored_state = drop_truncated(full_state, previous.truncated_before)
+        history = history_rows(decoded, stored_state, key, columns, truncates)
     if not truncating:
-        return latest, changed
-    return latest, changed.unionByName(truncated_rows(full_state, changed, key, truncated_before))
+        return latest, changed, history
+    removed = truncated_rows(full_state, changed, key, truncated_before)
+    return latest, changed.unionByName(removed), history
+
+
+def run_truncates(parsed: DataFrame, horizon: str | None) -> list[Truncate]:
+    """The run's truncates after the table's horizon, for the history (a truncate is rare:
+    their few rows reach the driver)."""
+    truncates = parsed.where((F.col("kind") == "event") & (F.col("op") == "t"))
+    if horizon is not None:
+        truncates = truncates.where(F.col("order") > F.lit(horizon))
+    found = truncates.select("order", "source_ts_ms").distinct().collect()
+    return [(row["order"], row["source_ts_ms"]) for row in found]
 
 
 def count_folded(latest: DataFrame, result: RunResult) -> None:

@@ -94,6 +94,7 @@ class Staged:
 
 class Sink(Protocol):
     table: str  # DATABASE.TABLE
+    history: bool  # the merge also writes every version of a row (cdclake_merge.history)
     root: str  # where the table's files are
     sidecar: str  # where the merge's checkpoints and tombstones are
     fs: FileSystem  # the filesystem of both
@@ -111,6 +112,13 @@ class Sink(Protocol):
     ) -> DataFrame | None: ...
     def stage(self, spark: SparkSession, previous: TableState, changes: Changes) -> Staged: ...
     def commit(self, spark: SparkSession, staged: Staged) -> TableState: ...
+    def write_history(
+        self,
+        spark: SparkSession,
+        previous: TableState,
+        columns: Sequence[Column],
+        rows: DataFrame,
+    ) -> None: ...
     def register(self, spark: SparkSession, state: TableState) -> None: ...
     def take_over_catalog(self, spark: SparkSession, state: TableState) -> None: ...
     def newest_checkpoint(self) -> dict[str, Any] | None: ...
@@ -158,13 +166,15 @@ def open_sink(
     compaction_io_mb: int | None = None,
     clean_every_commits: int | None = None,
     generation: int = 1,
+    history: int = 0,
 ) -> Sink:
     """The table ``DATABASE.TABLE`` under ``warehouse`` (``<warehouse>/<database>.db/<table>``).
 
     ``spark_factory`` is called only when Spark is needed, so a run with nothing
     to apply never starts a JVM; ``generation``: a rebuild's generation of the table
-    (:mod:`cdclake_merge.generations`; 1: the table's own path). Raises ValueError with a
-    one-line reason.
+    (:mod:`cdclake_merge.generations`; 1: the table's own path); ``history``: 1 where the table
+    keeps every version of its rows beside it (config's ``history``, an int as the other
+    services are). Raises ValueError with a one-line reason.
     """
     if table_type not in TABLE_TYPES:
         raise ValueError(f"table type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
@@ -181,6 +191,7 @@ def open_sink(
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
         generation=generation,
+        history=bool(history),
         # None: the format's own defaults (the contract knows no index sizes or budgets)
         **{
             name: value
