@@ -174,16 +174,21 @@ def test_credential_refresh_connectors_not_listed_service_still_redeployed_then_
         ecs_stub.assert_no_pending_responses()
 
 
-def _restart_responses(stub: Stubber, name: str) -> None:
-    """ListConnectors finding ``name`` running, then its restart."""
-    summary = _summary(name, "RUNNING", "1")
-    stub.add_response("list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name})
-    arn = summary["connectorArn"]
-    stub.add_response(
-        "restart_connector",
-        {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"},
-        {"connectorArn": arn},
-    )
+def _restart_responses(stub: Stubber, *names: str) -> None:
+    """ListConnectors finding each of ``names`` running, then their restarts (refresh lists
+    every connector before it restarts any)."""
+    summaries = [_summary(name, "RUNNING", "1") for name in names]
+    for name, summary in zip(names, summaries, strict=True):
+        stub.add_response(
+            "list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name}
+        )
+    for summary in summaries:
+        arn = summary["connectorArn"]
+        stub.add_response(
+            "restart_connector",
+            {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"},
+            {"connectorArn": arn},
+        )
 
 
 SERVICE = {"cluster": "fanout", "service": "debezium-server"}
@@ -348,18 +353,7 @@ def test_credential_refresh_two_connectors_and_two_services_each_counted(
 ) -> None:
     client, stub = kafkaconnect
     source, sink = "cdclake-dev-debezium-source", "cdclake-dev-s3-sink"
-    for name in (source, sink):
-        summary = _summary(name, "RUNNING", "1")
-        stub.add_response(
-            "list_connectors", {"connectors": [summary]}, {"connectorNamePrefix": name}
-        )
-    for name in (source, sink):
-        arn = _summary(name, "RUNNING", "1")["connectorArn"]
-        stub.add_response(
-            "restart_connector",
-            {"connectorArn": arn, "connectorOperationArn": f"{arn}/operation/1"},
-            {"connectorArn": arn},
-        )
+    _restart_responses(stub, source, sink)
     other = {"cluster": "fanout", "service": "debezium-server-2"}
     ecs = boto3.client("ecs", region_name="us-east-1")
     with Stubber(ecs) as ecs_stub:
