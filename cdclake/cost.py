@@ -68,12 +68,13 @@ DISPATCHER_MEMORY_GB = 128 / 1024
 # Measured: a turn's seconds a table, 24.55 s for 500 tables against moto
 # (bench/results/dispatch_turn-20261128-085651.json); AWS's own latency is not in it.
 TURN_SECONDS_PER_TABLE = 0.0491  # 24.55 s / 500
-# Measured in the same turn: a table's S3 requests, 4 listings and 2 reads (the newest commit,
-# its checkpoint); its GetJob and GetJobRuns are Glue job API calls, which Glue does not bill.
+# Measured in the same turn: a table's S3 requests, 4 listings and 3 reads (the newest commit,
+# its checkpoint, the rebuild state object); its GetJob and GetJobRuns are Glue job API
+# calls, which Glue does not bill.
 # S3 Standard (aws.amazon.com/s3/pricing): 0.005 USD per 1,000 LIST and 0.0004 USD per 1,000
 # GET requests.
 S3_LISTS_PER_TABLE = 4  # 2,000 ListObjectsV2 / 500
-S3_GETS_PER_TABLE = 2  # 1,000 GetObject / 500
+S3_GETS_PER_TABLE = 3  # 1,500 GetObject / 500 (the third: the rebuild state object, issue #49)
 USD_PER_S3_LIST = 0.005 / 1000
 USD_PER_S3_GET = 0.0004 / 1000
 # The environment's own each turn: the heartbeat folder's listing, and PutMetricData (one per

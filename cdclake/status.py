@@ -4,7 +4,9 @@ Per lake table: the last commit (Hudi instant and its time), the lag (now minus 
 source commit time the table holds: CloudWatch's ``CdcLake/LagSeconds`` where it has a
 datapoint, else the table's own checkpoint), the change files no commit has applied yet
 (the merge's own listing), quarantined lines not replayed, and the last run's outcome (Glue
-``get_job_runs`` on AWS; the last commit, or a run stopped by ``max_bad_fraction``, locally).
+``get_job_runs`` on AWS; the last commit, or a run stopped by ``max_bad_fraction``, locally),
+and a rebuild in progress (``rebuilding (generation n, since …)``, from the table's state
+object; the table's figures are its live generation's).
 Then the connectors: Kafka Connect's REST API on the local stack, MSK Connect on AWS.
 
 Everything is read without a JVM (boto3 and the local disk); a part that cannot be read
@@ -25,6 +27,7 @@ from rich.table import Table
 
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
+from cdclake_merge.dispatch import live_generation, rebuilding
 from cdclake_merge.failures import rebuild_change
 from cdclake_merge.pending import pending_files
 from cdclake_merge.recovery import instant_time
@@ -155,8 +158,15 @@ def table_status(
     except Exception as exc:
         errors.append(f"last run: {error_line(exc, ERROR_CHARS)}")
         row["last_run"] = None
+    row["rebuilding"] = None
+    try:
+        generations, _ = live_generation(fs, place.warehouse, place.lake_table)
+        row["rebuilding"] = rebuilding(generations)
+    except Exception as exc:
+        errors.append(f"rebuild state: {error_line(exc, ERROR_CHARS)}")
     change = rebuild_change(str((row["last_run"] or {}).get("detail", "")))
-    if change is not None:
+    # A rebuild in progress is what the failed run asked for: the row says how far it is.
+    if change is not None and row["rebuilding"] is None:
         warnings.append(
             f"needs rebuild: {change} (its last run failed): run {rebuild_command(place)}"
         )
@@ -165,7 +175,6 @@ def table_status(
 
 
 def rebuild_command(place: LakePlace) -> str:
-    # cdclake rebuild is issue #49's next increment: named now, so the line stays the same.
     return f"cdclake rebuild --env {place.env} --table {place.source_table}"
 
 
@@ -334,6 +343,8 @@ def render(screen: dict[str, Any], console: Console) -> None:
             console.print(f"[yellow]{row['table']}[/yellow]: {error}", highlight=False)
         for warning in row.get("warnings", []):
             console.print(f"[red]{row['table']}[/red]: {warning}", highlight=False)
+        if row.get("rebuilding"):
+            console.print(f"[cyan]{row['table']}[/cyan]: {row['rebuilding']}", highlight=False)
     connectors = screen["connectors"]
     if "error" in connectors:
         console.print(f"connectors: {connectors['error']}", highlight=False)

@@ -12,7 +12,8 @@ the run's byte cap), oldest first, while the runs in progress stay within
 whose runs fail is parked or backs off (``BACKOFF_UNIT_SECONDS`` the first wait), and retries
 take at most ``RETRY_SHARE`` of the budget (:mod:`cdclake_merge.failures`). Each run
 starts with the workers its pending bytes need, within the bounds in its job's default
-arguments (``--dispatch_min_workers``, ``NumberOfWorkers``).
+arguments (``--dispatch_min_workers``, ``NumberOfWorkers``). A table being rebuilt starts
+its job with ``--mode rebuild`` each turn it has no run in progress (its decision's ``mode``).
 
 Each turn it also publishes ``CdcLake/LagSeconds`` for every table it could read: 0 when
 nothing waits, the age of the oldest waiting change file otherwise (the table's watermark,
@@ -84,6 +85,7 @@ def log_decision(decision: Decision) -> None:
         "job": decision.job,
         "start": decision.start,
         "reason": decision.reason,
+        "mode": decision.mode,
         "files_pending": len(decision.files_pending),
         "run_id": decision.run_id,
         "workers": decision.workers,

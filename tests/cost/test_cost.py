@@ -228,7 +228,7 @@ def test_report_constants_listed(prod_report: dict[str, Any]) -> None:
         "dispatcher_memory_gb": 0.125,
         "turn_seconds_per_table": 0.0491,
         "s3_lists_per_table": 4.0,
-        "s3_gets_per_table": 2.0,
+        "s3_gets_per_table": 3.0,
         "usd_per_s3_list": 0.005 / 1000,
         "usd_per_s3_get": 0.0004 / 1000,
         "usd_per_put_metric_data": 0.01 / 1000,
@@ -244,17 +244,17 @@ def test_report_turns_of_the_configured_tables_and_of_the_profile(
             "turns": 2880.0,
             "tables": 3,
             "lambda_usd": 0.0015,
-            "s3_usd": 0.1941,
+            "s3_usd": 0.1976,
             "cloudwatch_usd": 0.0576,
-            "usd": 0.2532,
+            "usd": 0.2566,
         },
         {
             "turns": 2880.0,
             "tables": 100,
             "lambda_usd": 0.03,
-            "s3_usd": 6.0048,
+            "s3_usd": 6.12,
             "cloudwatch_usd": 0.0576,
-            "usd": 6.0924,
+            "usd": 6.2076,
         },
     ]
 
@@ -346,12 +346,12 @@ def test_objectives_each_lake_table_at_its_own_and_the_compared(
 def test_turns_month_prod_each_turn_a_call_and_each_tables_requests(
     environments: dict[str, EnvironmentConfig],
 ) -> None:
-    # prod: a turn every 15 min (2,880 a month) over 3 lake tables, each 4 LIST and 2 GET,
+    # prod: a turn every 15 min (2,880 a month) over 3 lake tables, each 4 LIST and 3 GET,
     # with the heartbeat's LIST; 2 PutMetricData (the lags, the heartbeat age).
     turns = cost.turns_month(environments["prod"])
     assert (turns.turns, turns.tables) == (2880, 3)
     assert turns.lambda_usd == pytest.approx(2880 * (0.2e-6 + 3 * 0.0491 * 0.125 * 0.0000166667))
-    assert turns.s3_usd == pytest.approx(2880 * (13 * 0.005e-3 + 6 * 0.0004e-3))
+    assert turns.s3_usd == pytest.approx(2880 * (13 * 0.005e-3 + 9 * 0.0004e-3))
     assert turns.cloudwatch_usd == pytest.approx(2880 * 2 * 0.01e-3)
     assert turns.usd == pytest.approx(turns.lambda_usd + turns.s3_usd + turns.cloudwatch_usd)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import time
@@ -11,10 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import pytest
 
-from cdclake_merge.dispatch import MERGE_JOB_TAG
+from cdclake_merge.dispatch import MERGE_JOB_TAG, Decision, Target, dispatch, target_from_job
+from cdclake_merge.generations import STATE, generation_folder
 from cdclake_merge.pending import CATALOG_UNSYNCED, CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import advance, positions_as_json, scan
+from cdclake_merge.schema import NeedsRebuild, unify
 from cdclake_merge.storage import S3FileSystem, join
 from tests.cdk.stack_helpers import lake_alarms
 
@@ -151,13 +155,17 @@ def put_change_file(world: World, table: str, offset: int, partition: int = 0) -
     return f"s3://{CHANGES}/{key}"
 
 
-def commit_everything_listed(world: World, table: str, version: int = 1) -> None:
+def commit_everything_listed(
+    world: World, table: str, version: int = 1, generation: int = 1
+) -> None:
     """What the merge's commit leaves: a checkpoint whose positions cover every change file
-    listed now (the merge's own listing and advance) and a Hudi commit naming it."""
+    listed now (the merge's own listing and advance) and a Hudi commit naming it, in the
+    table's ``generation`` (cdclake_merge.generations)."""
     fs = S3FileSystem(world.s3)
     listed = scan(fs, changes_of(table), {})
     positions = advance({}, listed.pending, listed.parents)
-    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    name = generation_folder(table.replace(".", "_"), generation)
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{name}")
     checkpoint = f"checkpoints/v{version:08d}.json"
     fs.write_text(
         join(paths.sidecar, checkpoint),
@@ -168,6 +176,13 @@ def commit_everything_listed(world: World, table: str, version: int = 1) -> None
         join(paths.timeline, f"{instant}.commit"),
         json.dumps({"extraMetadata": {CHECKPOINT_KEY: checkpoint}}),
     )
+
+
+def write_generations_state(world: World, table: str, **state: Any) -> None:
+    """The table's state object (cdclake_merge.generations.Generations' fields), as
+    ``cdclake rebuild`` and the rebuild's runs write it."""
+    paths = TablePaths.of(WAREHOUSE, f"{DATABASE}.{table.replace('.', '_')}")
+    S3FileSystem(world.s3).write_text(join(paths.sidecar, STATE), json.dumps(state))
 
 
 def commit_legacy(world: World, table: str, applied: list[str]) -> None:
@@ -521,3 +536,70 @@ def heartbeat_alarm(template: dict[str, Any]) -> dict[str, Any]:
         and resource["Properties"].get("MetricName") == HEARTBEAT_AGE
     ]
     return dict(alarm)
+
+
+# --- a stored column's type change that needs a rebuild (issue #49) ---------------------------
+
+ORDERS = "public.orders"
+
+
+def needs_rebuild_line(stored: str, incoming: str) -> str:
+    """The Glue run's ErrorMessage of a merge that met ``amount`` changing type."""
+    with pytest.raises(NeedsRebuild) as refused:
+        unify(ORDERS, [("id", "int"), ("amount", stored)], [("id", "int"), ("amount", incoming)])
+    return f"RunFailed: cdclake merge failed: {refused.value}"
+
+
+def failed_on_type_change(world: World, policy: str | None) -> float:
+    """A change file, then a run that failed on ``amount`` decimal(10,2) -> decimal(14,4)
+    under the table's ``policy`` (None: the job says none, as the default omits it); its end."""
+    arguments = {} if policy is None else {"--dispatch_schema_changes": policy}
+    _define_job(world, ORDERS, arguments)
+    put_change_file(world, ORDERS, 0)
+    started = time.time()
+    error = needs_rebuild_line("decimal(10,2)", "decimal(14,4)")
+    end_run(world, ORDERS, "FAILED", started=started, ended=started + 0.001, error=error)
+    return started + 0.001
+
+
+def orders_turn(world: World) -> Decision:
+    """One dispatcher turn of dev over public.orders' job alone: its decision."""
+    targets: list[Target] = [target_from_job(world.glue, create_job(world, ORDERS))]
+    (decision,) = dispatch(
+        targets,
+        fs=S3FileSystem(world.s3),
+        glue=world.glue,
+        budget=10,
+        backoff_unit_seconds=900.0,
+        environment="dev",
+    )
+    return decision
+
+
+def orders_status(world: World) -> dict[str, Any]:
+    """``cdclake status``'s row of public.orders, read from this world's Glue and S3."""
+    from cdclake.ops import LakePlace
+    from cdclake.status import table_status
+
+    place = LakePlace(
+        env="dev",
+        source_table=ORDERS,
+        lake_table=f"{DATABASE}.public_orders",
+        warehouse=WAREHOUSE,
+        changes=changes_of(ORDERS),
+        quarantine_root=f"{WAREHOUSE}_quarantine/",
+        key=("id",),
+        job_name=job_name(ORDERS),
+    )
+    return table_status(
+        place,
+        fs=S3FileSystem(world.s3),
+        now=dt.datetime.now(dt.UTC),
+        expiration_days=30,
+        glue=world.glue,
+    )
+
+
+def when(epoch: float) -> str:
+    """``epoch`` as the dispatcher's reasons write a time."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")

@@ -101,6 +101,7 @@ def test_decision_json_has_every_field() -> None:
         "job": JOB,
         "run_id": "jr_1",
         "failed": False,
+        "mode": "merge",
         "workers": 3,
         "lag_seconds": 90.2,
     }

@@ -24,6 +24,7 @@ from tests.dispatch.dispatch_helpers import (
     job_name,
     put_change_bytes,
     put_change_file,
+    write_generations_state,
 )
 
 pytestmark = pytest.mark.moto
@@ -217,3 +218,16 @@ def test_dispatcher_handler_turn_length_from_its_environment_makes_a_table_due(
     put_change_file(world, "public.orders", 0)
     answer = handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
     assert answer == {"jobs": 1, "started": 1, "pending": 1}
+
+
+def test_dispatcher_handler_logs_a_rebuild_run_with_its_mode(world: World) -> None:
+    create_job(world, "public.orders")
+    write_generations_state(world, "public.orders", live=1, building=2)
+    with handler_log() as log:
+        handler(SCHEDULED, FakeContext())  # type: ignore[arg-type]
+    (line,) = [json.loads(line) for line in log.getvalue().splitlines()]
+    assert (line["message"], line["mode"], line["reason"]) == (
+        "merge started",
+        "rebuild",
+        "rebuilding (generation 2): a rebuild run",
+    )

@@ -6,62 +6,26 @@ merge's own (cdclake_merge.schema.NeedsRebuild, as glue_jobs/merge_job.py prints
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 
 import pytest
 
-from cdclake_merge.dispatch import Decision, Target, dispatch, target_from_job
+from cdclake_merge.dispatch import target_from_job
 from cdclake_merge.failures import Run, failures_of, rebuild_change
 from cdclake_merge.schema import NeedsRebuild, unify
-from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
+    ORDERS,
     World,
     _define_job,
     create_job,
-    end_run,
+    failed_on_type_change,
+    needs_rebuild_line,
+    orders_status,
+    orders_turn,
     put_change_file,
+    when,
 )
-
-ORDERS = "public.orders"
-INTERVAL = 900.0
-
-
-def _needs_rebuild_line(stored: str, incoming: str) -> str:
-    """The Glue run's ErrorMessage of a merge that met ``amount`` changing type."""
-    with pytest.raises(NeedsRebuild) as refused:
-        unify(ORDERS, [("id", "int"), ("amount", stored)], [("id", "int"), ("amount", incoming)])
-    return f"RunFailed: cdclake merge failed: {refused.value}"
-
-
-def _failed_on_type_change(world: World, policy: str | None) -> float:
-    """A change file, then a run that failed on ``amount`` decimal(10,2) -> decimal(14,4)
-    under the table's ``policy`` (None: the job says none, as the default omits it); its end."""
-    arguments = {} if policy is None else {"--dispatch_schema_changes": policy}
-    _define_job(world, ORDERS, arguments)
-    put_change_file(world, ORDERS, 0)
-    started = time.time()
-    error = _needs_rebuild_line("decimal(10,2)", "decimal(14,4)")
-    end_run(world, ORDERS, "FAILED", started=started, ended=started + 0.001, error=error)
-    return started + 0.001
-
-
-def _turn(world: World) -> Decision:
-    targets: list[Target] = [target_from_job(world.glue, create_job(world, ORDERS))]
-    (decision,) = dispatch(
-        targets,
-        fs=S3FileSystem(world.s3),
-        glue=world.glue,
-        budget=10,
-        backoff_unit_seconds=INTERVAL,
-        environment="dev",
-    )
-    return decision
-
-
-def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
 
 
 @pytest.mark.parametrize(
@@ -71,7 +35,7 @@ def _when(epoch: float) -> str:
 def test_failures_of_stored_type_change_needs_rebuild_naming_column_and_types(
     stored: str, incoming: str
 ) -> None:
-    line = _needs_rebuild_line(stored, incoming)
+    line = needs_rebuild_line(stored, incoming)
     failures = failures_of([Run("FAILED", 100.0, 160.0, line)])
     assert failures is not None and failures.kind == "NeedsRebuild"
     assert rebuild_change(line) == f"amount {stored} -> {incoming}"
@@ -90,24 +54,24 @@ def test_unify_run_with_old_and_new_type_of_stored_column_needs_rebuild_from_sto
 
 
 def test_dispatch_needs_rebuild_with_stop_parks_naming_the_change(world: World) -> None:
-    ended = _failed_on_type_change(world, "stop")
-    decision = _turn(world)
+    ended = failed_on_type_change(world, "stop")
+    decision = orders_turn(world)
     assert (decision.start, decision.reason) == (
         False,
-        f"parked: needs rebuild: amount decimal(10,2) -> decimal(14,4) at {_when(ended)} "
+        f"parked: needs rebuild: amount decimal(10,2) -> decimal(14,4) at {when(ended)} "
         "(schema_changes: stop); rebuild with cdclake rebuild --env dev --table public.orders, "
         "or resume with cdclake dispatch --env dev --resume public.orders",
     )
 
 
 def test_dispatch_needs_rebuild_with_rebuild_says_so_and_names_the_command(world: World) -> None:
-    ended = _failed_on_type_change(world, None)
-    decision = _turn(world)
+    ended = failed_on_type_change(world, None)
+    decision = orders_turn(world)
     assert (decision.start, decision.reason) == (
         False,
-        f"needs rebuild: amount decimal(10,2) -> decimal(14,4) (since {_when(ended)}; the live "
-        "table keeps serving its last commit); not started by the dispatcher yet: run "
-        "cdclake rebuild --env dev --table public.orders",
+        f"needs rebuild: amount decimal(10,2) -> decimal(14,4) (since {when(ended)}; the live "
+        "table keeps serving its last commit): run cdclake rebuild --env dev --table "
+        "public.orders, which signals the snapshot; the dispatcher runs the rebuild after it",
     )
     assert decision.as_json(time.time())["reason"] == decision.reason
 
@@ -117,10 +81,10 @@ def test_dispatch_needs_rebuild_newer_change_file_starts_no_run(
     world: World, policy: str | None
 ) -> None:
     # The next run would read the same waiting files first and fail the same way.
-    _failed_on_type_change(world, policy)
+    failed_on_type_change(world, policy)
     time.sleep(AGE_STEP_SECONDS)  # S3 keeps LastModified to the second
     put_change_file(world, ORDERS, 60)
-    decision = _turn(world)
+    decision = orders_turn(world)
     assert not decision.start and "needs rebuild: amount" in decision.reason
 
 
@@ -149,28 +113,8 @@ def test_failures_of_config_the_stored_table_lacks_needs_rebuild_naming_it() -> 
 def test_table_status_last_run_needing_rebuild_warns_naming_change_and_command(
     world: World,
 ) -> None:
-    from cdclake.ops import LakePlace
-    from cdclake.status import table_status
-    from tests.dispatch.dispatch_helpers import DATABASE, WAREHOUSE, changes_of, job_name
-
-    _failed_on_type_change(world, None)
-    place = LakePlace(
-        env="dev",
-        source_table=ORDERS,
-        lake_table=f"{DATABASE}.public_orders",
-        warehouse=WAREHOUSE,
-        changes=changes_of(ORDERS),
-        quarantine_root=f"{WAREHOUSE}_quarantine/",
-        key=("id",),
-        job_name=job_name(ORDERS),
-    )
-    row = table_status(
-        place,
-        fs=S3FileSystem(world.s3),
-        now=dt.datetime.now(dt.UTC),
-        expiration_days=30,
-        glue=world.glue,
-    )
+    failed_on_type_change(world, None)
+    row = orders_status(world)
     assert row["warnings"] == [
         "needs rebuild: amount decimal(10,2) -> decimal(14,4) (its last run failed): "
         "run cdclake rebuild --env dev --table public.orders"

@@ -34,6 +34,16 @@ on a MERGE_ON_READ run whose inline compaction is due, its share of the compacti
 run leaves idle. The bounds come from the job's default arguments: the Lambda has no config of
 its own.
 
+A table being rebuilt (its state object, :mod:`cdclake_merge.generations`, names a generation
+``building``) starts a run of its job with ``--mode rebuild`` every turn it has none in
+progress, whatever waits for the live generation: the rebuild reads from its own positions,
+and its snapshot's end arrives as a notification, outside the table's change folder. Only
+``cdclake rebuild`` begins a rebuild: its first step is the snapshot's signal, a row written
+in the database, which the dispatcher cannot reach (it reads S3 and Glue only). So a table
+that needs a rebuild and has none in progress says to run it, and the dispatcher takes over
+its runs once it has begun. What waits, the watermark and a compaction's turn are the live
+generation's: after a swap, the new one's.
+
 A table whose runs fail is parked or backs off (:mod:`cdclake_merge.failures`), from the same
 ``GetJobRuns`` answer that finds the run in progress. Tables without failures start first;
 retries take at most ``retry_share`` of the budget. Each failed run already pages once
@@ -44,13 +54,15 @@ more.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from cdclake_merge.failures import (
+    NEEDS_REBUILD,
     Failures,
     Run,
     epoch,
@@ -61,8 +73,9 @@ from cdclake_merge.failures import (
     resumed_at,
     when,
 )
+from cdclake_merge.generations import STATE, Generations, generation_folder
 from cdclake_merge.pending import Pending, TablePaths, table_pending
-from cdclake_merge.storage import FileSystem
+from cdclake_merge.storage import FileSystem, join
 
 # Glue's run states that hold the job (and count against the account's concurrent runs).
 IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
@@ -155,6 +168,7 @@ class Decision:
     job: str | None = None
     run_id: str | None = None
     failed: bool = False  # the table could not be read, or Glue refused the start
+    mode: str = "merge"  # the run's --mode: rebuild while a rebuild is in progress
     # Epoch seconds before which every change file is applied; None: not read.
     watermark: float | None = None
     workers: int | None = None  # the run's workers (its maximum); None: the job's own
@@ -185,6 +199,7 @@ class Decision:
             "job": self.job,
             "run_id": self.run_id,
             "failed": self.failed,
+            "mode": self.mode,
             "workers": self.workers,
             "lag_seconds": round(lag, 1) if lag is not None else None,
         }
@@ -203,6 +218,39 @@ class Survey:
     failures: Failures | None = None
     resumed_at: float | None = None  # read only while the newest failure parks the table
     compaction_due: bool = False  # read only for a MERGE_ON_READ table that starts
+    # The table's state object (none stored: generation 1 live, nothing being built).
+    generations: Generations = field(default_factory=Generations)
+
+
+def rebuilding(state: Generations) -> str | None:
+    """What ``status`` and ``dispatch`` say of a rebuild in progress; None: none is."""
+    if state.building is None:
+        return None
+    since = f", since {state.began_at[:19]}" if state.began_at else ""
+    return f"rebuilding (generation {state.building}{since})"
+
+
+def _state_object(fs: FileSystem, path: str) -> Generations:
+    """The state object at ``path`` in one GET, none stored reading as generation 1: a turn
+    asks every table, and a LIST (an exists()) costs twelve GETs (docs/cost.md)."""
+    try:
+        stored = json.loads(fs.read_text(path))
+    except FileNotFoundError:
+        return Generations()
+    except Exception as exc:
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return Generations()
+        raise
+    known = {f.name for f in fields(Generations)}
+    return Generations(**{k: v for k, v in stored.items() if k in known})
+
+
+def live_generation(fs: FileSystem, warehouse: str, table: str) -> tuple[Generations, str]:
+    """The state object of ``DATABASE.TABLE`` and the name its live generation's files are
+    under (``DATABASE.TABLE__g<n>`` after a swap), for :meth:`TablePaths.of`."""
+    state = _state_object(fs, join(TablePaths.of(warehouse, table).sidecar, STATE))
+    database, _, name = table.partition(".")
+    return state, f"{database}.{generation_folder(name, state.live)}"
 
 
 def watermark(survey: Survey) -> float | None:
@@ -316,11 +364,12 @@ def run_in_progress(runs: Sequence[Run]) -> str | None:
     return next((r.state for r in runs if r.state in IN_PROGRESS), None)
 
 
-def compaction_due(fs: FileSystem, target: Target) -> bool:
+def compaction_due(fs: FileSystem, target: Target, table: str | None = None) -> bool:
     """Whether this table's next commit compacts inline: the delta commits completed since its
     newest completed compaction, from the timeline's file names alone, reach
-    :data:`DELTA_COMMITS_PER_COMPACTION` with it, or a compaction was planned and left."""
-    names = fs.list_dir(TablePaths.of(target.warehouse, target.lake_table).timeline)
+    :data:`DELTA_COMMITS_PER_COMPACTION` with it, or a compaction was planned and left.
+    ``table``: the live generation's name (:func:`live_generation`), else the table's own."""
+    names = fs.list_dir(TablePaths.of(target.warehouse, table or target.lake_table).timeline)
     if any(n.endswith(".compaction.requested") for n in names):
         completed = {n.split(".", 1)[0] for n in names if n.endswith(".commit")}
         planned = {n.split(".", 1)[0] for n in names if n.endswith(".compaction.requested")}
@@ -350,8 +399,9 @@ def survey(
             else:
                 runs = recent_runs(glue, target.job) if glue is not None else []
             failures = failures_of(runs)
+            generations, live = live_generation(fs, target.warehouse, target.lake_table)
             pending = table_pending(
-                fs, warehouse=target.warehouse, table=target.lake_table, changes=target.changes
+                fs, warehouse=target.warehouse, table=live, changes=target.changes
             )
             resumed = resumed_at(fs, target) if failures and failures.kind else None
             running = run_in_progress(runs)
@@ -361,7 +411,7 @@ def survey(
                 and sizing.compaction_bytes is not None
                 and running is None
                 and _has_work(pending)
-                and compaction_due(fs, target)
+                and compaction_due(fs, target, live)
             )
         except Exception as exc:  # one table's fault (a listing, a checkpoint) stops no other
             found.append(Survey(target, error=one_line(exc)))
@@ -375,6 +425,7 @@ def survey(
                 failures=failures,
                 resumed_at=resumed,
                 compaction_due=due,
+                generations=generations,
             )
         )
     return found
@@ -466,7 +517,7 @@ def decide(
         if s.pending is None:
             continue
         reason = held(
-            s.failures,
+            _holding(s),
             files=s.pending.files,
             defined_at=s.target.defined_at,
             resumed=s.resumed_at,
@@ -477,7 +528,8 @@ def decide(
             rebuild_command=f"cdclake rebuild --env {environment} --table {s.target.table}",
         )
         at = due_at(s, turn_seconds) if s.failures is None else None
-        if reason is None and at is not None and now < at:
+        # A rebuild's runs are not the live table's: no objective spaces them.
+        if reason is None and at is not None and now < at and s.generations.building is None:
             reason = f"waiting: due at {when(at)} ({_objective(s)})"
         if reason is not None:
             kept[s.target.table] = reason
@@ -486,7 +538,7 @@ def decide(
         for s in surveys
         if s.error is None
         and s.running is None
-        and _has_work(s.pending)
+        and (_has_work(s.pending) or s.generations.building is not None)
         and s.target.table not in kept
     ]
 
@@ -494,8 +546,8 @@ def decide(
         # A commit missing from the catalog (no file waits) goes first: its run is short.
         return ((s.pending.oldest if s.pending else None) or 0.0, s.target.table)
 
-    healthy = sorted((s for s in ready if s.failures is None), key=oldest_first)
-    retries = sorted((s for s in ready if s.failures is not None), key=oldest_first)
+    healthy = sorted((s for s in ready if _holding(s) is None), key=oldest_first)
+    retries = sorted((s for s in ready if _holding(s) is not None), key=oldest_first)
     free = max(budget - busy, 0)
     chosen = {s.target.table for s in healthy[:free]}
     left = free - len(chosen)
@@ -511,10 +563,19 @@ def decide(
         base = Decision(
             s.target.table, False, "", files, oldest, s.target.job, watermark=watermark(s)
         )
+        progress = rebuilding(s.generations)
         if s.error is not None:
             decisions.append(replace(base, reason=f"not read: {s.error}", failed=True))
         elif s.running is not None:
-            decisions.append(replace(base, reason=f"a run is in progress ({s.running})"))
+            during = f"; {progress}" if progress else ""
+            decisions.append(replace(base, reason=f"a run is in progress ({s.running}){during}"))
+        elif progress is not None and s.target.table not in kept:
+            if s.target.table in chosen:
+                run = replace(base, start=True, reason=f"{progress}: a rebuild run", mode="rebuild")
+                decisions.append(_sized(run, s))
+            else:
+                taken = f"the budget of {budget} concurrent runs is taken"
+                decisions.append(replace(base, reason=f"{progress}; {taken}"))
         elif not _has_work(s.pending):
             decisions.append(replace(base, reason="no change files wait"))
         elif s.target.table in kept:
@@ -540,6 +601,15 @@ def decide(
     return decisions
 
 
+def _holding(survey: Survey) -> Failures | None:
+    """The failures that hold the table: a rebuild in progress is what the failures that
+    need one asked for, so they hold it no more (its own runs' failures do)."""
+    failures = survey.failures
+    if survey.generations.building is not None and failures and failures.kind == NEEDS_REBUILD:
+        return None
+    return failures
+
+
 def start_runs(glue: Any, decisions: Sequence[Decision]) -> list[Decision]:
     """``StartJobRun`` for each decision to start; a start Glue refuses says why."""
     started: list[Decision] = []
@@ -552,8 +622,9 @@ def start_runs(glue: Any, decisions: Sequence[Decision]) -> list[Decision]:
             if decision.workers is not None and decision.worker_type is not None
             else {}
         )
+        mode = {"Arguments": {"--mode": decision.mode}} if decision.mode != "merge" else {}
         try:
-            run_id = str(glue.start_job_run(JobName=decision.job, **size)["JobRunId"])
+            run_id = str(glue.start_job_run(JobName=decision.job, **size, **mode)["JobRunId"])
         except Exception as exc:  # another start won the race, a quota, throttling
             reason = f"not started: {one_line(exc)}"
             started.append(replace(decision, start=False, reason=reason, failed=True))

@@ -248,10 +248,12 @@ def held(
                 f"parked: needs rebuild: {change} at {at} (schema_changes: stop); rebuild with "
                 f"{rebuild_command}, or resume with {resume_command}"
             )
-        # The dispatcher starts no rebuild yet (issue #49's next increment): an operator does.
+        # Its first step is the snapshot's signal, in the database, which the dispatcher
+        # cannot reach; it starts the rebuild's runs once the command has begun it.
         return (
             f"needs rebuild: {change} (since {at}; the live table keeps serving its last "
-            f"commit); not started by the dispatcher yet: run {rebuild_command}"
+            f"commit): run {rebuild_command}, which signals the snapshot; the dispatcher "
+            "runs the rebuild after it"
         )
     next_try = failures.at + backoff_seconds(failures.count, backoff_unit_seconds)
     if now >= next_try:
