@@ -23,6 +23,7 @@ from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
 from cdclake.quarantine import app as quarantine_app
 from cdclake.query import query
+from cdclake.rebuild import rebuild
 from cdclake.restore import restore_command
 from cdclake.snapshot import snapshot
 from cdclake.status import status
@@ -40,6 +41,7 @@ app.command(name="validate")(validate)
 app.command(name="status")(status)
 app.command(name="dispatch")(dispatch_command)
 app.command(name="snapshot")(snapshot)
+app.command(name="rebuild")(rebuild)
 app.command(name="query")(query)
 app.add_typer(local_app, name="local")
 app.add_typer(quarantine_app, name="quarantine")

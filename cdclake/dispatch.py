@@ -85,10 +85,11 @@ def merge_locally(
     entry prints, so a failure parks or backs off as on AWS."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path, local_place
-    from cdclake.quarantine import open_table
+    from cdclake.rebuild import local_generation_sink
     from cdclake_merge.dispatch import one_line
     from cdclake_merge.failures import Run, record_local_run
-    from cdclake_merge.job import run_merge
+    from cdclake_merge.generations import notifications_beside
+    from cdclake_merge.rebuild import merge_table
 
     runs: dict[str, Any] = {}
     by_table = {t.table: t for t in targets}
@@ -105,8 +106,18 @@ def merge_locally(
             max_bytes=job.bytes_per_run(),
         )
         started = time.time()
+        table = config.lake_table(decision.table)
+        fs_any = AnyFileSystem()
         try:
-            result = run_merge(factory, AnyFileSystem(), open_table(place, factory), options)
+            # The live generation's merge, or a rebuild's step while one is in progress.
+            result = merge_table(
+                factory,
+                fs_any,
+                local_generation_sink(config, place, factory, fs_any),
+                options,
+                notifications=notifications_beside(place.changes, place.source_table),
+                keep_columns=table.drop_columns == "keep",
+            ).result
         except Exception as exc:  # one table's failed merge stops no other
             runs[decision.table] = {"error": one_line(exc)}
             failed = Run("FAILED", started, time.time(), f"cdclake merge failed: {exc}")

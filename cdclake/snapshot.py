@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Annotated, Any, get_args
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_args
 from urllib.parse import unquote, urlparse
 
 import typer
@@ -33,16 +35,36 @@ if TYPE_CHECKING:
 console = Console(stderr=True, soft_wrap=True)
 
 
+# How a command reaches the database off the local stack (cdclake snapshot, cdclake rebuild).
+DsnOption = Annotated[
+    str | None,
+    typer.Option(help="postgresql://USER@HOST:PORT/DATABASE (not local): e.g. an SSM port forward"),
+]
+SecretIdOption = Annotated[
+    str | None,
+    typer.Option(help="Secrets Manager secret with the password (else $PGPASSWORD)"),
+]
+NoSslOption = Annotated[bool, typer.Option("--no-ssl", help="plain TCP (Aurora forces TLS)")]
+
+
 def send_signal(
-    conn: Connection, *, signal_tables: list[str], publication: str, table: str
+    conn: Connection,
+    *,
+    signal_tables: list[str],
+    publication: str,
+    table: str,
+    signal_id: str | None = None,
 ) -> list[str]:
-    """Signal an incremental snapshot of ``table`` in each signal table; returns the ids.
+    """Signal an incremental snapshot of ``table`` in each signal table; returns the ids
+    (``signal_id`` for one signal table, chosen beforehand: a rebuild records it first).
 
     A table outside the publication is never streamed, and Debezium ignores a snapshot
     request for a table it does not capture: that is refused here, with the fix.
     """
     from lambdas.bootstrap.sql import publication_tables, signal_incremental_snapshot
 
+    if signal_id is not None and len(signal_tables) != 1:
+        raise ValueError("one signal id names one signal: give one signal table with it")
     published = publication_tables(conn, publication)
     if published is None:
         raise LookupError(f"publication {publication} does not exist: run the bootstrap first")
@@ -51,7 +73,7 @@ def send_signal(
             f"{table} is not in publication {publication}: deploy it in tables: first "
             "(locally: cdclake local reconcile)"
         )
-    return [signal_incremental_snapshot(conn, name, [table]) for name in signal_tables]
+    return [signal_incremental_snapshot(conn, name, [table], signal_id) for name in signal_tables]
 
 
 def dsn_connection(dsn: str, *, password: str | None, ssl: bool) -> Connection:
@@ -87,17 +109,9 @@ def secret_credentials(secret_id: str, region: str) -> dict[str, Any]:
 def snapshot(
     env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
     table: Annotated[str, typer.Option("--table", help="SCHEMA.TABLE as in config")],
-    dsn: Annotated[
-        str | None,
-        typer.Option(
-            help="postgresql://USER@HOST:PORT/DATABASE (not local): e.g. an SSM port forward"
-        ),
-    ] = None,
-    secret_id: Annotated[
-        str | None,
-        typer.Option(help="Secrets Manager secret with the password (else $PGPASSWORD)"),
-    ] = None,
-    no_ssl: Annotated[bool, typer.Option("--no-ssl", help="plain TCP (Aurora forces TLS)")] = False,
+    dsn: DsnOption = None,
+    secret_id: SecretIdOption = None,
+    no_ssl: NoSslOption = False,
     capture: Annotated[
         str | None,
         typer.Option(
@@ -117,44 +131,14 @@ def snapshot(
     except ValueError as exc:
         fail(str(exc), 2)
     try:
-        if env == "local" and dsn is None:
-            from cdclake.local.lake import StackNotRunning, running_status
-            from cdclake.local.stack import LocalStack
-
-            try:
-                running_status(env)
-            except StackNotRunning as exc:
-                fail(str(exc))
-            with LocalStack(env=env).connect() as conn:
-                signal_ids = _send(conn, config, table, signal_tables)
-        else:
-            if dsn is None:
-                fail(
-                    f"--env {env}: give --dsn (see docs/operations.md, "
-                    "Runbook: replication slot lost or dropped)",
-                    2,
-                )
-            assert dsn is not None
-            password = os.environ.get("PGPASSWORD")
-            if secret_id is not None:
-                password = str(secret_credentials(secret_id, config.region)["password"])
-            conn = dsn_connection(dsn, password=password, ssl=not no_ssl)
-            try:
-                signal_ids = _send(conn, config, table, signal_tables)
-            finally:
-                conn.close()
+        with database_connection(config, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl) as conn:
+            signal_ids = _send(conn, config, table, signal_tables)
     except typer.Exit:
         raise
     except (LookupError, ValueError) as exc:
         fail(str(exc))
     except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
-        from cdclake.errors import describe
-
-        described = describe(exc)
-        if described is None:
-            fail(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
-        else:
-            fail(*described)
+        fail_database(exc)
     for (name, signal_table), signal_id in zip(signal_tables.items(), signal_ids, strict=True):
         print(
             json.dumps(
@@ -167,6 +151,51 @@ def snapshot(
                 }
             )
         )
+
+
+@contextmanager
+def database_connection(
+    config: EnvironmentConfig, *, dsn: str | None, secret_id: str | None, no_ssl: bool
+) -> Iterator[Connection]:
+    """The environment's database: locally the stack's (unless ``dsn``), elsewhere ``dsn``
+    with the password from ``secret_id`` or ``PGPASSWORD``. Exits 2 without a DSN off the
+    local stack, 1 when the stack is not running."""
+    if config.env == "local" and dsn is None:
+        from cdclake.local.lake import StackNotRunning, running_status
+        from cdclake.local.stack import LocalStack
+
+        try:
+            running_status(config.env)
+        except StackNotRunning as exc:
+            fail(str(exc))
+        with LocalStack(env=config.env).connect() as conn:
+            yield conn
+        return
+    if dsn is None:
+        fail(
+            f"--env {config.env}: give --dsn (see docs/operations.md, "
+            "Runbook: replication slot lost or dropped)",
+            2,
+        )
+    assert dsn is not None
+    password = os.environ.get("PGPASSWORD")
+    if secret_id is not None:
+        password = str(secret_credentials(secret_id, config.region)["password"])
+    conn = dsn_connection(dsn, password=password, ssl=not no_ssl)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def fail_database(exc: Exception) -> NoReturn:
+    """Exit 1 with a database or AWS error in one line, never the password."""
+    from cdclake.errors import describe
+
+    described = describe(exc)
+    if described is None:
+        fail(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
+    fail(*described)
 
 
 def signal_tables_for(config: EnvironmentConfig, table: str, capture: str | None) -> dict[str, str]:

@@ -333,11 +333,14 @@ def bootstrap(
     return result
 
 
-def signal_incremental_snapshot(conn: Connection, signal_table: str, tables: Sequence[str]) -> str:
+def signal_incremental_snapshot(
+    conn: Connection, signal_table: str, tables: Sequence[str], signal_id: str | None = None
+) -> str:
     """Ask Debezium for an incremental snapshot of ``tables`` (a row in a capture's signal
     table, read from the WAL by the capture whose ``signal.data.collection`` it is); returns
-    the signal id."""
-    signal_id = str(uuid.uuid4())
+    the signal id: ``signal_id``, or a new one. Debezium's notifications of the snapshot carry
+    that id (a rebuild records it before sending, to find the snapshot's end)."""
+    signal_id = signal_id or str(uuid.uuid4())
     data = json.dumps({"data-collections": list(tables), "type": "incremental"})
     conn.run(
         f"INSERT INTO {qualified(signal_table)} (id, type, data) "

@@ -28,6 +28,17 @@ def test_snapshot_capture_that_does_not_carry_table_refused() -> None:
         signal_tables_for(load_config("dev"), "public.customers", "fanout")
 
 
+def test_snapshot_send_signal_one_id_for_two_signal_tables_refused() -> None:
+    with pytest.raises(ValueError, match="one signal id names one signal"):
+        send_signal(
+            None,  # type: ignore[arg-type]  # refused before the database is asked
+            signal_tables=[LAKE_SIGNAL, FANOUT_SIGNAL],
+            publication="p",
+            table="public.orders",
+            signal_id="s-1",
+        )
+
+
 def test_snapshot_unknown_capture_refused() -> None:
     with pytest.raises(ValueError, match="choose one of lake, fanout"):
         signal_tables_for(load_config("dev"), "public.orders", "kinesis")

@@ -1,0 +1,332 @@
+"""``cdclake rebuild --env ENV --table SCHEMA.TABLE``: rebuild a lake table beside the live one.
+
+The design is docs/merge-job.md's "Rebuild beside the live table"; the merge side is
+:mod:`cdclake_merge.generations` and :mod:`cdclake_merge.rebuild`. This command does what
+needs a database client, then has the rebuild's runs made:
+
+1. begin the rebuild (:func:`~cdclake_merge.generations.begin_rebuild`: the next generation
+   and the end of every change folder, listed now), or find the one in progress;
+2. if its snapshot was not signalled yet, record a new signal id in the state object, then
+   send the incremental-snapshot signal with that id to the lake capture's signal table only
+   (the fan-out has nothing to rebuild). After the listing, never before: a snapshot read
+   written before the listing would be skipped as already listed, and its row lost. A rebuild
+   already signalled is continued, not signalled again (the snapshot Debezium started goes on
+   across connector restarts);
+3. locally: rebuild runs in this process until the generation is caught up and swapped in,
+   then one JSON line (generation, rows, seconds); on AWS: a run of the table's Glue job with
+   ``--mode rebuild``; the dispatcher starts the next ones while the state object says
+   ``building``. ``--wait`` follows them until the state object names the generation live.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from cdclake.errors import fail, one_line
+from cdclake.snapshot import DsnOption, NoSslOption, SecretIdOption
+
+if TYPE_CHECKING:
+    from cdclake.ops import LakePlace
+    from cdclake_merge.generations import Generations
+    from environment.config import EnvironmentConfig
+
+console = Console(stderr=True, soft_wrap=True)
+REBUILD_ARGUMENTS = {"--mode": "rebuild"}  # glue_jobs/merge_job.py
+POLL_SECONDS = 15.0
+LOCAL_POLL_SECONDS = 2.0
+
+
+def sidecar_of(place: LakePlace) -> str:
+    """The table's own sidecar (generation 1's), which holds the state object."""
+    from cdclake_merge.pending import TablePaths
+
+    return TablePaths.of(place.warehouse, place.lake_table).sidecar
+
+
+def begin_and_signal(fs: Any, place: LakePlace, signal: Callable[[str], None]) -> Generations:
+    """The rebuild in progress, begun here if none is, with its snapshot signalled: a new id
+    recorded in the state object, then ``signal(id)``. A rebuild already signalled is
+    returned as it is. A signal that fails leaves the rebuild unsignalled, for the next try."""
+    from cdclake_merge.generations import begin_rebuild, record_signal, write_generations
+
+    sidecar = sidecar_of(place)
+    state = begin_rebuild(fs, sidecar, place.changes)
+    if state.snapshot_id is not None:
+        return state
+    signal_id = str(uuid.uuid4())
+    state = record_signal(fs, sidecar, signal_id)
+    try:
+        signal(signal_id)
+    except BaseException:
+        write_generations(fs, sidecar, replace(state, snapshot_id=None))
+        raise
+    return state
+
+
+def lake_signal(
+    config: EnvironmentConfig, table: str, *, dsn: str | None, secret_id: str | None, no_ssl: bool
+) -> Callable[[str], None]:
+    """Sends the rebuild's snapshot signal to the lake capture's signal table."""
+    from cdclake.snapshot import database_connection, send_signal
+
+    replication = config.database.replication
+
+    def signal(signal_id: str) -> None:
+        with database_connection(config, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl) as conn:
+            send_signal(
+                conn,
+                signal_tables=[replication.signal_table],
+                publication=replication.publication,
+                table=table,
+                signal_id=signal_id,
+            )
+
+    return signal
+
+
+# --- local: this process ---------------------------------------------------------------------
+
+
+def local_generation_sink(
+    config: EnvironmentConfig, place: LakePlace, factory: Callable[[], Any], fs: Any
+) -> Callable[[int, bool], Any]:
+    """The local table's sink of a generation (``catalog``: whether its commits sync the
+    catalog), with config's spec and services, as ``cdclake merge --env local`` opens it."""
+    from cdclake_merge.sink import open_sink
+
+    services = config.lake.services_of(config.lake_table(place.source_table))
+
+    def generation_sink(generation: int, catalog: bool) -> Any:
+        return open_sink(
+            warehouse=place.warehouse,
+            table=place.lake_table,
+            key=place.key,
+            fs=fs,
+            spark_factory=factory,
+            partition_fields=place.partition,
+            table_type=place.table_type,
+            quarantine_root=place.quarantine_root,
+            sync_catalog=catalog,
+            generation=generation,
+            **services,
+        )
+
+    return generation_sink
+
+
+def rebuild_locally(
+    config: EnvironmentConfig,
+    place: LakePlace,
+    *,
+    timeout: float,
+    spark_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Rebuild runs of the local table until its new generation is swapped in; what the
+    command prints. RuntimeError when it is not caught up within ``timeout`` seconds."""
+    from cdclake.lake_reader import local_spark
+    from cdclake.ops import AnyFileSystem, local_path
+    from cdclake_merge.generations import notifications_beside
+    from cdclake_merge.rebuild import rebuild_step
+
+    factory = spark_factory or local_spark(local_path(place.warehouse))
+    table = config.lake_table(place.source_table)
+    fs = AnyFileSystem()
+    generation_sink = local_generation_sink(config, place, factory, fs)
+    started = time.monotonic()
+    notifications = notifications_beside(place.changes, place.source_table)
+    while True:
+        step = rebuild_step(
+            factory,
+            fs,
+            generation_sink,
+            place.merge_options(),
+            notifications=notifications,
+            keep_columns=table.drop_columns == "keep",
+        )
+        generation = step.state.live if step.swapped else step.state.building
+        console.print(
+            f"{place.source_table}: rebuild run of generation {generation}: "
+            f"{step.result.files_applied} change files, version {step.result.version}"
+            + ("; caught up and swapped in" if step.swapped else ""),
+            highlight=False,
+        )
+        if step.swapped:
+            break
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(
+                f"{place.source_table}: generation {generation} not caught up after "
+                f"{timeout:g} s (is the snapshot still running? cdclake rebuild again continues)"
+            )
+        if not step.result.committed:
+            time.sleep(LOCAL_POLL_SECONDS)
+    rows = factory().sql(f"SELECT count(*) FROM {place.lake_table}").collect()[0][0]
+    return {
+        "table": place.source_table,
+        "generation": step.state.live,
+        "rows": int(rows),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+# --- AWS: runs of the table's Glue job --------------------------------------------------------
+
+
+def wait_for_rebuild(
+    glue: Any,
+    fs: Any,
+    place: LakePlace,
+    generation: int,
+    run_id: str,
+    *,
+    timeout: float,
+    interval: float = POLL_SECONDS,
+) -> Generations:
+    """Follow the job's runs from ``run_id`` (the ones the dispatcher starts after it too)
+    until the state object names ``generation`` live with its catalog moved. RuntimeError
+    with a one-line reason: a run failed, or ``timeout`` seconds passed."""
+    from cdclake.quarantine import wait_for_run
+    from cdclake_merge.generations import read_generations
+
+    job = str(place.job_name)
+    deadline = time.monotonic() + timeout
+    followed: set[str] = set()
+    while True:
+        run = wait_for_run(glue, job, run_id, interval=interval)
+        followed.add(run_id)
+        state = str(run.get("JobRunState"))
+        if state != "SUCCEEDED":
+            error = one_line(run.get("ErrorMessage") or "no error message", limit=None)
+            raise RuntimeError(f"rebuild run {run_id} of Glue job {job} ended {state}: {error}")
+        generations = read_generations(fs, sidecar_of(place))
+        if generations.live == generation and not generations.catalog_pending:
+            return generations
+        console.print(
+            f"{place.source_table}: generation {generation} still building after run {run_id}",
+            highlight=False,
+        )
+        while True:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{place.source_table}: generation {generation} still building after "
+                    f"{timeout:g} s; the dispatcher starts its next runs (cdclake status "
+                    "--env ENV shows it)"
+                )
+            newer = [r for r in _runs(glue, job) if r["Id"] not in followed]
+            if newer:
+                run_id = str(newer[0]["Id"])
+                break
+            time.sleep(interval)
+
+
+def _runs(glue: Any, job: str) -> list[dict[str, Any]]:
+    """The job's recent runs, newest first."""
+    runs = list(glue.get_job_runs(JobName=job).get("JobRuns", []))
+    return sorted(runs, key=lambda r: r.get("StartedOn") or 0, reverse=True)
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+
+def rebuild(
+    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
+    table: Annotated[str, typer.Option("--table", help="SCHEMA.TABLE as in config")],
+    dsn: DsnOption = None,
+    secret_id: SecretIdOption = None,
+    no_ssl: NoSslOption = False,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="AWS: follow the rebuild's runs until it is swapped in"),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(help="seconds to wait for the rebuild to catch up (locally, or --wait)"),
+    ] = 3600.0,
+    json_output: Annotated[bool, typer.Option("--json", help="AWS: print JSON")] = False,
+    config_dir: Annotated[
+        Path | None, typer.Option(help="where ENV.yaml is (default: config/)")
+    ] = None,
+) -> None:
+    """Rebuild a table beside the live one from a fresh incremental snapshot, then swap it in.
+
+    Locally the rebuild runs here to the end; on AWS its runs are the table's Glue job's
+    (``--mode rebuild``). A rebuild in progress is continued, never signalled twice.
+    """
+    from cdclake.ops import AnyFileSystem
+    from cdclake.quarantine import resolve, start_mode_run
+    from cdclake_merge.generations import read_generations
+    from environment.config import load_config
+
+    place, glue = resolve(env, table, config_dir=config_dir)
+    config = load_config(env, config_dir=config_dir)
+    fs = AnyFileSystem()
+    before = read_generations(fs, sidecar_of(place))
+    if before.snapshot_id is None and env != "local" and dsn is None:
+        fail(
+            f"--env {env}: the rebuild's snapshot signal needs the database: give --dsn "
+            "(an SSM port forward, docs/database.md)",
+            2,
+        )
+    signal = lake_signal(config, table, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl)
+    try:
+        state = begin_and_signal(fs, place, signal)
+    except typer.Exit:
+        raise
+    except (LookupError, ValueError) as exc:
+        fail(str(exc))
+    except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
+        from cdclake.snapshot import fail_database
+
+        fail_database(exc)
+    generation = state.building
+    assert generation is not None  # begin_rebuild returns a rebuild in progress
+    how = "continued" if before.building is not None else "begun"
+    console.print(
+        f"{table}: rebuild of generation {generation} {how} (snapshot {state.snapshot_id})",
+        highlight=False,
+    )
+    if place.local:
+        _rebuild_here(config, place, timeout)
+        return
+    try:
+        run_id = start_mode_run(glue, place, dict(REBUILD_ARGUMENTS))
+    except RuntimeError as exc:
+        fail(str(exc))
+    shown: dict[str, Any] = {
+        "table": table,
+        "generation": generation,
+        "job": place.job_name,
+        "job_run": run_id,
+        "snapshot_id": state.snapshot_id,
+    }
+    console.print(f"{table}: rebuild run {run_id} of Glue job {place.job_name}", highlight=False)
+    if wait:
+        started = time.monotonic()
+        try:
+            wait_for_rebuild(glue, fs, place, generation, run_id, timeout=timeout)
+        except RuntimeError as exc:
+            fail(str(exc))
+        shown["live"] = generation
+        shown["seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps(shown) if json_output or wait else run_id)
+
+
+def _rebuild_here(config: EnvironmentConfig, place: LakePlace, timeout: float) -> None:
+    from cdclake_merge.hudi import CatalogSyncError
+    from cdclake_merge.job import MergeError
+
+    try:
+        done = rebuild_locally(config, place, timeout=timeout)
+    except (MergeError, CatalogSyncError, RuntimeError) as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc), 2)
+    print(json.dumps(done))

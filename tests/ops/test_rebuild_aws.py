@@ -1,0 +1,133 @@
+"""`cdclake rebuild --env dev` against a moto server: a rebuild already signalled is continued
+as a run of the table's Glue job with ``--mode rebuild`` (no database needed, no second
+signal); one not signalled yet is refused without a DSN before anything is begun or started;
+``--wait`` follows the runs until the state object names the generation live.
+
+Tables of dev in a region of these tests' own (the status and dispatch tests find no job for
+them in theirs), each with a Glue job; the rebuild runs themselves are the Glue job's
+(tests/merge), and the signal through a database the local stack's (tests/local).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+
+from tests.ops.ops_helpers import MOTO_ACCOUNT, REPO_ROOT, run_cdclake
+
+REGION = "eu-central-1"
+SIGNALLED = "public.orders"  # a rebuild begun and signalled before
+FRESH = "public.customers"  # no rebuild yet
+STATE = "generations.json"  # cdclake_merge.generations.STATE
+
+pytestmark = [pytest.mark.moto]
+
+
+@pytest.fixture(scope="module")
+def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A bucket with the two tables' change folders, each table's Glue job, and orders' state
+    object: generation 2 being built, its snapshot signalled."""
+    from environment.config import load_config
+
+    config_dir = tmp_path_factory.mktemp("rebuild-config")
+    raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())
+    raw["account"], raw["region"] = MOTO_ACCOUNT, REGION
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(raw))
+    config = load_config("dev", config_dir=config_dir)
+    bucket = f"{config.prefix}-rebuild-lake"
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    glue = boto3.client("glue", region_name=REGION)
+    database = config.lake.glue_database
+    jobs, sidecars = {}, {}
+    for name in (SIGNALLED, FRESH):
+        table = config.lake_table(name)
+        jobs[name] = table.merge_job_name(config.prefix)
+        sidecars[name] = f"warehouse/{database}.db/_cdclake/{table.lake_table_name}"
+        glue.create_job(
+            Name=jobs[name],
+            Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
+            Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+            GlueVersion="5.0",
+            DefaultArguments={
+                "--table": name,
+                "--changes_path": f"s3://{bucket}/topics/{config.prefix}.{name}/",
+                "--warehouse_path": f"s3://{bucket}/warehouse/",
+                "--database": database,
+                "--record_key": "id",
+            },
+        )
+    building = {"live": 1, "building": 2, "start": {}, "snapshot_id": "snapshot-1"}
+    s3.put_object(
+        Bucket=bucket, Key=f"{sidecars[SIGNALLED]}/{STATE}", Body=json.dumps(building).encode()
+    )
+    return {
+        "glue": glue,
+        "s3": s3,
+        "bucket": bucket,
+        "jobs": jobs,
+        "sidecars": sidecars,
+        "config_dir": str(config_dir),
+    }
+
+
+def _rebuild(world: dict[str, Any], table: str, *args: str) -> Any:
+    return run_cdclake(
+        "rebuild", "--env", "dev", "--table", table, "--config-dir", world["config_dir"], *args
+    )
+
+
+def _runs(world: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    return list(world["glue"].get_job_runs(JobName=world["jobs"][table])["JobRuns"])
+
+
+@pytest.fixture(scope="module")
+def continued(world: dict[str, Any]) -> dict[str, Any]:
+    """`cdclake rebuild --json` of the signalled table, without a DSN: its output and run."""
+    result = _rebuild(world, SIGNALLED, "--json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    run = world["glue"].get_job_run(JobName=world["jobs"][SIGNALLED], RunId=shown["job_run"])
+    return {"shown": shown, "run": run["JobRun"], "stderr": result.stderr}
+
+
+def test_rebuild_aws_signalled_rebuild_starts_job_in_rebuild_mode(
+    continued: dict[str, Any],
+) -> None:
+    assert continued["run"]["Arguments"]["--mode"] == "rebuild"
+    assert continued["shown"]["generation"] == 2
+
+
+def test_rebuild_aws_signalled_rebuild_is_continued_not_signalled_again(
+    world: dict[str, Any], continued: dict[str, Any]
+) -> None:
+    state = world["s3"].get_object(
+        Bucket=world["bucket"], Key=f"{world['sidecars'][SIGNALLED]}/{STATE}"
+    )
+    assert json.loads(state["Body"].read())["snapshot_id"] == "snapshot-1"
+    assert continued["shown"]["snapshot_id"] == "snapshot-1"
+    assert "rebuild of generation 2 continued (snapshot snapshot-1)" in continued["stderr"]
+
+
+def test_rebuild_aws_unsignalled_without_dsn_refused_before_anything(
+    world: dict[str, Any],
+) -> None:
+    result = _rebuild(world, FRESH)
+    assert result.returncode == 2, result.stderr
+    assert "the rebuild's snapshot signal needs the database: give --dsn" in result.stderr
+    assert _runs(world, FRESH) == []
+    listed = world["s3"].list_objects_v2(Bucket=world["bucket"], Prefix=world["sidecars"][FRESH])
+    assert listed.get("KeyCount", 0) == 0  # no rebuild begun: no state object
+
+
+def test_rebuild_aws_wait_still_building_when_time_is_up_exits_1(
+    world: dict[str, Any], continued: dict[str, Any]
+) -> None:
+    # moto's runs succeed at once, and nothing here swaps the generation in.
+    result = _rebuild(world, SIGNALLED, "--wait", "--timeout", "0")
+    assert result.returncode == 1, result.stderr
+    assert "public.orders: generation 2 still building after 0 s" in result.stderr
