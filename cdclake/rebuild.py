@@ -32,7 +32,7 @@ import typer
 from rich.console import Console
 
 from cdclake.errors import fail, one_line
-from cdclake.snapshot import DsnOption, NoSslOption, SecretIdOption
+from cdclake.snapshot import DsnOption, NoSslOption, SecretIdOption, database_errors
 
 if TYPE_CHECKING:
     from cdclake.ops import LakePlace
@@ -276,16 +276,8 @@ def rebuild(
             2,
         )
     signal = lake_signal(config, table, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl)
-    try:
+    with database_errors():
         state = begin_and_signal(fs, place, signal)
-    except typer.Exit:
-        raise
-    except (LookupError, ValueError) as exc:
-        fail(str(exc))
-    except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
-        from cdclake.snapshot import fail_database
-
-        fail_database(exc)
     generation = state.building
     assert generation is not None  # begin_rebuild returns a rebuild in progress
     how = "continued" if before.building is not None else "begun"

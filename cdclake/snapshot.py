@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_args
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 from urllib.parse import unquote, urlparse
 
 import typer
@@ -130,15 +130,11 @@ def snapshot(
         fail(str(exc.args[0]), 2)
     except ValueError as exc:
         fail(str(exc), 2)
-    try:
-        with database_connection(config, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl) as conn:
-            signal_ids = _send(conn, config, table, signal_tables)
-    except typer.Exit:
-        raise
-    except (LookupError, ValueError) as exc:
-        fail(str(exc))
-    except Exception as exc:  # pg8000 and boto3 errors: one line, never the password
-        fail_database(exc)
+    with (
+        database_errors(),
+        database_connection(config, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl) as conn,
+    ):
+        signal_ids = _send(conn, config, table, signal_tables)
     for (name, signal_table), signal_id in zip(signal_tables.items(), signal_ids, strict=True):
         print(
             json.dumps(
@@ -188,14 +184,23 @@ def database_connection(
         conn.close()
 
 
-def fail_database(exc: Exception) -> NoReturn:
-    """Exit 1 with a database or AWS error in one line, never the password."""
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """Exit 1 with what went wrong reaching the database in one line, never the password: a
+    refusal of ours (LookupError, ValueError), or pg8000's and boto3's errors."""
     from cdclake.errors import describe
 
-    described = describe(exc)
-    if described is None:
-        fail(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
-    fail(*described)
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except (LookupError, ValueError) as exc:
+        fail(str(exc))
+    except Exception as exc:
+        described = describe(exc)
+        if described is None:
+            fail(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
+        fail(*described)
 
 
 def signal_tables_for(config: EnvironmentConfig, table: str, capture: str | None) -> dict[str, str]:

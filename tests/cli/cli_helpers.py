@@ -158,6 +158,16 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
             "no environment config",
         ),
     },
+    "rebuild": {
+        "no_credentials": Case(
+            ("rebuild", "--env", "dev", "--table", "public.orders"), 1, CREDENTIALS
+        ),
+        "stack_stopped": Case(("rebuild", "--env", "local", "--table", "public.orders"), 1, STACK),
+        "unknown_table": Case(("rebuild", "--env", "local", "--table", TABLE), 2, TABLE),
+        "unknown_env": Case(
+            ("rebuild", "--env", "nope", "--table", "public.orders"), 2, "no environment config"
+        ),
+    },
     "restore": {
         "no_credentials": Case(
             ("restore", "--env", "dev", "--table", "public.orders"), 1, CREDENTIALS

@@ -35,6 +35,37 @@ def moto_server(log: Path) -> Iterator[str]:
         yield endpoint
 
 
+def config_in_region(folder: Path, region: str) -> Path:
+    """config/dev.yaml in ``folder`` with moto's account and ``region``: a region of a test
+    module's own, where the shared world's jobs and buckets are not."""
+    import yaml
+
+    raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())
+    raw["account"], raw["region"] = MOTO_ACCOUNT, region
+    (folder / "dev.yaml").write_text(yaml.safe_dump(raw))
+    return folder
+
+
+def create_merge_job(glue: Any, config: Any, table: str, bucket: str, changes: str) -> str:
+    """``table``'s merge job as deployed, its files in ``bucket`` (changes under ``changes``);
+    the job's name."""
+    name = str(config.lake_table(table).merge_job_name(config.prefix))
+    glue.create_job(
+        Name=name,
+        Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
+        GlueVersion="5.0",
+        DefaultArguments={
+            "--table": table,
+            "--changes_path": f"s3://{bucket}/{changes}",
+            "--warehouse_path": f"s3://{bucket}/warehouse/",
+            "--database": config.lake.glue_database,
+            "--record_key": "id",
+        },
+    )
+    return name
+
+
 def upload_tree(s3: Any, folder: Path, bucket: str, prefix: str) -> list[str]:
     """Every file under ``folder`` to ``s3://bucket/prefix/<relative path>``; the keys."""
     keys = []

@@ -15,9 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
-import yaml
 
-from tests.ops.ops_helpers import MOTO_ACCOUNT, REPO_ROOT, run_cdclake
+from tests.ops.ops_helpers import config_in_region, create_merge_job, run_cdclake
 
 REGION = "eu-central-1"
 SIGNALLED = "public.orders"  # a rebuild begun and signalled before
@@ -33,10 +32,7 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     object: generation 2 being built, its snapshot signalled."""
     from environment.config import load_config
 
-    config_dir = tmp_path_factory.mktemp("rebuild-config")
-    raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())
-    raw["account"], raw["region"] = MOTO_ACCOUNT, REGION
-    (config_dir / "dev.yaml").write_text(yaml.safe_dump(raw))
+    config_dir = config_in_region(tmp_path_factory.mktemp("rebuild-config"), REGION)
     config = load_config("dev", config_dir=config_dir)
     bucket = f"{config.prefix}-rebuild-lake"
     s3 = boto3.client("s3", region_name=REGION)
@@ -46,21 +42,9 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     jobs, sidecars = {}, {}
     for name in (SIGNALLED, FRESH):
         table = config.lake_table(name)
-        jobs[name] = table.merge_job_name(config.prefix)
+        changes = f"topics/{config.prefix}.{name}/"
+        jobs[name] = create_merge_job(glue, config, name, bucket, changes)
         sidecars[name] = f"warehouse/{database}.db/_cdclake/{table.lake_table_name}"
-        glue.create_job(
-            Name=jobs[name],
-            Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
-            Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-            GlueVersion="5.0",
-            DefaultArguments={
-                "--table": name,
-                "--changes_path": f"s3://{bucket}/topics/{config.prefix}.{name}/",
-                "--warehouse_path": f"s3://{bucket}/warehouse/",
-                "--database": database,
-                "--record_key": "id",
-            },
-        )
     building = {"live": 1, "building": 2, "start": {}, "snapshot_id": "snapshot-1"}
     s3.put_object(
         Bucket=bucket, Key=f"{sidecars[SIGNALLED]}/{STATE}", Body=json.dumps(building).encode()

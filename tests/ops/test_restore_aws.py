@@ -14,9 +14,8 @@ from typing import Any
 
 import boto3
 import pytest
-import yaml
 
-from tests.ops.ops_helpers import MOTO_ACCOUNT, REPO_ROOT, run_cdclake
+from tests.ops.ops_helpers import config_in_region, create_merge_job, run_cdclake
 
 TABLE = "public.customers"
 SAVEPOINTS = ("20261120010000000", "20261127010000000")
@@ -30,10 +29,7 @@ def customers(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     """A deployed merge job of public.customers whose table has two savepoints."""
     from environment.config import load_config
 
-    config_dir = tmp_path_factory.mktemp("restore-config")
-    raw = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text())
-    raw["account"], raw["region"] = MOTO_ACCOUNT, REGION
-    (config_dir / "dev.yaml").write_text(yaml.safe_dump(raw))
+    config_dir = config_in_region(tmp_path_factory.mktemp("restore-config"), REGION)
     config = load_config("dev", config_dir=config_dir)
     table = config.lake_table(TABLE)
     bucket = f"{config.prefix}-restore-lake"
@@ -47,20 +43,7 @@ def customers(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     ):
         s3.put_object(Bucket=bucket, Key=f"{timeline}/{name}", Body=b"{}")
     glue = boto3.client("glue", region_name=config.region)
-    job = table.merge_job_name(config.prefix)
-    glue.create_job(
-        Name=job,
-        Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
-        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-        GlueVersion="5.0",
-        DefaultArguments={
-            "--table": TABLE,
-            "--changes_path": f"s3://{bucket}/topics/",
-            "--warehouse_path": f"s3://{bucket}/warehouse/",
-            "--database": config.lake.glue_database,
-            "--record_key": "id",
-        },
-    )
+    job = create_merge_job(glue, config, TABLE, bucket, "topics/")
     return {"glue": glue, "job": job, "config_dir": str(config_dir)}
 
 
