@@ -277,6 +277,12 @@ class LakeConfig(ConfigModel):
             sizing["dispatch_schema_changes"] = table.schema_changes
         return sizing
 
+    def rebuild_of(self, table: TableConfig) -> dict[str, str]:
+        """What the table's rebuild runs take from config (the Glue job's arguments of these
+        names): ``drop_columns`` where it is ``drop``; the default, ``keep``, is left out, so
+        jobs defined before the policy read as it."""
+        return {} if table.drop_columns == "keep" else {"drop_columns": table.drop_columns}
+
     def freshness_of(self, table: TableConfig) -> int:
         """Minutes the table may lag its source before its alarm fires."""
         return table.freshness_minutes or self.freshness_minutes

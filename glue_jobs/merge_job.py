@@ -12,9 +12,18 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
     --max_files_per_run N         --max_bytes_per_run BYTES   (the per-run cap: the rest of a
                                   backlog is left to the next run; default: no cap)
-    --mode merge|replay|restore   (default merge; replay: apply the quarantined lines the
-                                  table's current spec reads, see cdclake_merge.replay;
-                                  restore: roll back to a savepoint, cdclake_merge.recovery)
+    --mode merge|replay|restore|rebuild   (default merge; replay: apply the quarantined lines
+                                  the table's current spec reads, see cdclake_merge.replay;
+                                  restore: roll back to a savepoint, cdclake_merge.recovery;
+                                  rebuild: one run of the table's rebuild beside it, begun if
+                                  none is, and the swap once it caught up,
+                                  cdclake_merge.rebuild.rebuild_step)
+    --snapshot_done true          (rebuild: an operator's word that the rebuild's incremental
+                                  snapshot finished; else Debezium's COMPLETED notification)
+    --notifications_path s3://…/  (rebuild: where the S3 sink writes the capture's notifications;
+                                  default: <prefix>.notifications beside the table's topic)
+    --drop_columns drop           (rebuild: leave out a column the source dropped; config's
+                                  drop_columns, passed only when not the default, keep)
     --restore_to latest|DATE|TIME (restore: the newest savepoint at or before it)
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
     --clean_every_commits 4       (commits between Hudi's cleans: an hour's at the objective)
@@ -24,6 +33,11 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   timeout's worth; default Hudi's)
     --history 1                   (the table keeps every version of its rows beside it; config's
                                   history: true)
+
+Every mode runs on the table's live generation, read from the state object in its sidecar
+(``cdclake_merge.generations``); a merge run that finds a rebuild in progress runs the
+rebuild's step instead (the live generation takes no commit meanwhile), and replay and restore
+are refused until the rebuild is swapped in.
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -61,8 +75,11 @@ ARGUMENTS = (
     "record_index_file_groups",
     "compaction_io_mb",
     "history",
+    "snapshot_done",
+    "notifications_path",
+    "drop_columns",
 )
-MODES = ("merge", "replay", "restore")
+MODES = ("merge", "replay", "restore", "rebuild")
 # The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
 SERVICE_ARGUMENTS = (
     "retain_hours",
@@ -91,6 +108,9 @@ OPTIONAL = {
     "clean_every_commits": "",
     "record_index_file_groups": "",
     "compaction_io_mb": "",
+    "snapshot_done": "false",
+    "notifications_path": "",
+    "drop_columns": "keep",
     "history": "",
 }
 
@@ -169,8 +189,11 @@ def _positive(args: dict[str, str], name: str) -> int | None:
     return int(value)
 
 
-def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
-    """The job's Hudi table (the sink), on the job's warehouse and quarantine paths."""
+def open_table(
+    args: dict[str, str], options: Any, spark: Any, generation: int = 1, catalog: bool = True
+) -> Any:
+    """The job's Hudi table (the sink) of ``generation``, on the job's warehouse and quarantine
+    paths; ``catalog``: whether its commits sync the catalog."""
     from cdclake_merge.sink import open_sink
     from cdclake_merge.storage import filesystem_for
 
@@ -186,16 +209,34 @@ def open_table(args: dict[str, str], options: Any, spark: Any) -> Any:
         partition_fields=[p for p in args["partition_fields"].split(",") if p],
         table_type=args["table_type"],
         quarantine_root=args["quarantine_path"],
+        sync_catalog=catalog,
+        generation=generation,
         **services,
     )
+
+
+def rebuild_arguments(args: dict[str, str]) -> tuple[bool, bool]:
+    """(--snapshot_done, whether to keep dropped columns), refused in one line otherwise."""
+    if args["snapshot_done"] not in ("true", "false"):
+        raise ValueError(f"--snapshot_done must be true or false, not {args['snapshot_done']!r}")
+    if args["drop_columns"] not in ("keep", "drop"):
+        raise ValueError(f"--drop_columns must be keep or drop, not {args['drop_columns']!r}")
+    return args["snapshot_done"] == "true", args["drop_columns"] == "keep"
+
+
+def notifications_of(args: dict[str, str]) -> str:
+    from cdclake_merge.generations import notifications_beside
+
+    return args["notifications_path"] or notifications_beside(args["changes_path"], args["table"])
 
 
 def main(argv: list[str]) -> int:
     """Run the job; 0 once done. :class:`RunFailed` when the run fails for a reason of its own
     (a refused argument, the merge's gates, a schema change the table cannot take)."""
     from cdclake_merge.hudi import CatalogSyncError
-    from cdclake_merge.job import MergeError, run_merge
+    from cdclake_merge.job import MergeError
     from cdclake_merge.metrics import TableRun, publish
+    from cdclake_merge.rebuild import follow_live, merge_table, rebuild_step
     from cdclake_merge.recovery import parse_restore_target
     from cdclake_merge.replay import replay
     from cdclake_merge.storage import filesystem_for
@@ -206,12 +247,26 @@ def main(argv: list[str]) -> int:
         raise RunFailed(f"cdclake: --mode must be one of {', '.join(MODES)}, not {mode!r}")
     try:
         options = merge_options(args)
+        snapshot_done, keep_columns = rebuild_arguments(args)
     except ValueError as exc:  # a job argument edited in the console: fail before a session
         raise RunFailed(f"cdclake {mode} failed: {exc}") from None
     spark, job = build_session(args)
     started = time.monotonic()
+    rebuilding = False
+
+    def generation_sink(generation: int, catalog: bool) -> Any:
+        return open_table(args, options, spark, generation, catalog)
+
     try:
-        sink = open_table(args, options, spark)
+        state = follow_live(lambda: spark, generation_sink)
+        if state.building is not None and mode in ("replay", "restore"):
+            raise ValueError(
+                f"a rebuild of the table (generation {state.building}) is in progress: "
+                "its live generation takes no commit until the rebuild is swapped in"
+            )
+        sink = generation_sink(state.live, True)
+        changes = filesystem_for(args["changes_path"], spark)
+        notifications = notifications_of(args) if state.building or mode == "rebuild" else None
         if mode == "replay":
             # The quarantined lines the job's spec reads now, as one commit of their own.
             replayed = replay(
@@ -226,17 +281,35 @@ def main(argv: list[str]) -> int:
             # Runs as the table's job, one run at a time: no merge writes while it restores.
             restored = sink.restore(spark, parse_restore_target(args["restore_to"]))
             output = {"cdclake_restore": {"table": options.table, "version": restored.version}}
-        else:
-            merged = run_merge(
-                lambda: spark, filesystem_for(args["changes_path"], spark), sink, options
+        elif mode == "rebuild":
+            rebuilt = rebuild_step(
+                lambda: spark,
+                changes,
+                generation_sink,
+                options,
+                notifications=notifications,
+                snapshot_done=snapshot_done,
+                keep_columns=keep_columns,
             )
-            output = {"cdclake_merge": merged.as_dict()}
+            rebuilding, output = True, {"cdclake_rebuild": rebuilt.as_dict()}
+        else:
+            merged = merge_table(
+                lambda: spark,
+                changes,
+                generation_sink,
+                options,
+                notifications=notifications,
+                keep_columns=keep_columns,
+            )
+            rebuilding = merged.rebuilding
+            output = {"cdclake_rebuild" if rebuilding else "cdclake_merge": merged.as_dict()}
     except (MergeError, CatalogSyncError, ValueError) as exc:  # RestoreError is a ValueError
         # Fail the Glue run visibly with one line; a rerun starts from the last commit.
         raise RunFailed(f"cdclake {mode} failed: {exc}") from exc
     print(json.dumps(output))
     # A replay publishes nothing: it applies old lines out of band; the next merge reports lag.
-    if mode == "merge" and args.get("environment"):
+    # Nor does a rebuild's run: the live generation's lag stays what its last commit left.
+    if mode == "merge" and not rebuilding and args.get("environment"):
         # After the commit, so a CloudWatch outage costs a datapoint, never a merge.
         publish(
             TableRun.from_result(

@@ -287,6 +287,7 @@ class MergeJobs(Construct):
                     **{
                         f"--{name}": str(value) for name, value in config.services_of(table).items()
                     },
+                    **{f"--{name}": value for name, value in config.rebuild_of(table).items()},
                     "--environment": environment,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.

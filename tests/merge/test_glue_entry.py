@@ -3,6 +3,7 @@ arguments as the synthesized template declares them (buckets mapped to local fol
 
 from __future__ import annotations
 
+import itertools
 import json
 import runpy
 import shutil
@@ -190,7 +191,7 @@ def test_glue_entry_unknown_mode_refused_before_a_session() -> None:
     with pytest.raises(module["RunFailed"]) as refused:
         module["main"](argv)
     assert str(refused.value) == (
-        "cdclake: --mode must be one of merge, replay, restore, not 'replay-all'"
+        "cdclake: --mode must be one of merge, replay, restore, rebuild, not 'replay-all'"
     )
 
 
@@ -339,3 +340,95 @@ def test_spark_jars_without_merge_jar_names_it_and_make_setup(
     monkeypatch.setenv(JARS_ENV, str(tmp_path))
     with pytest.raises(MissingJars, match=r"^cdclake-merge\.jar not found in .*: run `make setup`"):
         spark_jars()
+
+
+# --- rebuild (issue #49): the entry follows the table's generations ---------------------------
+
+
+def _notes_argv(root: Path) -> list[str]:
+    """A job of public.notes over folders under ``root``, its change files in the topic folder
+    the S3 sink writes."""
+    return [
+        *("merge_job.py", "--table", "public.notes", "--database", "rebuild_entry"),
+        *("--changes_path", str(root / "topics" / "cdclake-t.public.notes") + "/"),
+        *("--warehouse_path", str(root / "warehouse"), "--quarantine_path", str(root / "q")),
+        *("--record_key", "id", "--max_bad_fraction", "0"),
+    ]
+
+
+def _note_events(root: Path, name: str, lsn: int, notes: bool) -> None:
+    from tests.merge.support import envelope, with_schema
+
+    fields = [{"field": "id", "type": "int32"}, {"field": "name", "type": "string"}]
+    folder = root / "topics" / "cdclake-t.public.notes" / "partition=0"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for id_ in (1, 2):
+        after: dict[str, Any] = {"id": id_, "name": f"n{id_}"}
+        if notes:
+            after["note"] = "kept?"
+        event = envelope("c" if notes else "r", lsn=lsn + id_, commit=lsn + id_, after=after)
+        extra = [{"field": "note", "type": "string"}] if notes else []
+        lines.append(json.dumps(with_schema(event, [*fields, *extra])))
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.spark
+def test_glue_entry_replay_while_a_rebuild_is_building_refused(spark: Any, tmp_path: Path) -> None:
+    from cdclake_merge.generations import Generations, write_generations
+    from cdclake_merge.storage import LocalFileSystem
+
+    argv = _notes_argv(tmp_path)
+    sidecar = tmp_path / "warehouse" / "rebuild_entry.db" / "_cdclake" / "public_notes"
+    write_generations(LocalFileSystem(), str(sidecar), Generations(building=2))
+    module = runpy.run_path(str(ENTRY))
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"]([*argv, "--mode", "replay"])
+    assert str(refused.value) == (
+        "cdclake replay failed: a rebuild of the table (generation 2) is in progress: its live "
+        "generation takes no commit until the rebuild is swapped in"
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+@pytest.mark.slow
+def test_glue_entry_rebuild_mode_dropping_columns_swaps_in_a_table_without_them(  # type: ignore[no-untyped-def]
+    spark, tmp_path: Path, capsys
+) -> None:
+    argv = _notes_argv(tmp_path)
+    module = runpy.run_path(str(ENTRY))
+    _note_events(tmp_path, "a.json", 10, notes=True)
+    assert module["main"](argv) == 0  # generation 1, with note
+    assert module["main"]([*argv, "--mode", "rebuild"]) == 0  # begun: the change folders listed
+    _note_events(tmp_path, "b.json", 20, notes=False)  # the snapshot's reads, note dropped
+    capsys.readouterr()
+
+    rebuild = ["--mode", "rebuild", "--snapshot_done", "true", "--drop_columns", "drop"]
+    assert module["main"]([*argv, *rebuild]) == 0
+
+    run = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cdclake_rebuild"]
+    assert (run["live"], run["swapped"], run["upserts"]) == (2, True, 2)
+    spark.catalog.refreshTable("rebuild_entry.public_notes")
+    rows = spark.table("rebuild_entry.public_notes")
+    assert "note" not in rows.columns
+    assert sorted((r["id"], r["name"]) for r in rows.collect()) == [(1, "n1"), (2, "n2")]
+
+
+def test_glue_entry_template_without_drop_columns_keeps_them(orders_job: dict[str, Any]) -> None:
+    module = runpy.run_path(str(ENTRY))
+    assert "--drop_columns" not in orders_job  # config's default, keep: templates as they were
+    args = module["parse_arguments"](local_argv(orders_job, Path("/b")))
+    assert module["rebuild_arguments"](args) == (False, True)
+
+
+def test_glue_entry_config_dropping_columns_reaches_the_rebuild() -> None:
+    from environment.config import load_config
+
+    dev = load_config("dev")
+    dropping = dev.table("public.orders").model_copy(update={"drop_columns": "drop"})
+    arguments = {f"--{n}": v for n, v in dev.lake.rebuild_of(dropping).items()}
+    module = runpy.run_path(str(ENTRY))
+    argv = [*MINIMAL_ARGV, "--max_bad_fraction", "0", *itertools.chain(*arguments.items())]
+    args = module["parse_arguments"](argv)
+    assert module["rebuild_arguments"](args) == (False, False)
