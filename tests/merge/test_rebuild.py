@@ -199,12 +199,32 @@ class _CatalogDown(Exception):
     pass
 
 
+class _KilledDeleting(Exception):
+    pass
+
+
+class _DeleteCut:
+    """The lake's filesystem, killed when it comes to delete a sidecar's checkpoints."""
+
+    def __init__(self, fs: Any) -> None:
+        self._fs = fs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def delete(self, path: str) -> None:
+        if path.endswith("/checkpoints"):
+            raise _KilledDeleting
+        self._fs.delete(path)
+
+
 @dataclass
 class Wired:
     """A table of (id, amount numeric(10,2), note) whose source dropped ``note`` and changed
     ``amount`` to numeric(14,4), rebuilt by merge runs: a run while building (snapshot not yet
     finished), a rebuild run finding Debezium's COMPLETED notification whose catalog update is
-    cut short, a merge run after it, and a merge run with nothing new."""
+    cut short, a merge run after it killed while removing the old generation, a run with
+    nothing new, and another."""
 
     lake: Lake
     building_run: Any  # the merge run while the rebuild was building
@@ -212,7 +232,8 @@ class Wired:
     state_after_building_run: Any
     state_after_cut_swap: Any
     location_after_cut_swap: str
-    after_swap_run: Any
+    sidecar_after_cut_removal: list[str]
+    after_swap_run: Any  # the run with nothing new after the one killed removing
     location_after: str
     rows_after: list[tuple[int, Decimal]]
     state_after: Any
@@ -275,6 +296,15 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
         )
     cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), _location(lake)
     lake.write("e.json", [_amounts("u", 2, 50, "3.0000", 4)])
+
+    def delete_cut(generation: int, catalog: bool) -> Sink:
+        sink = make(generation, catalog)
+        sink.fs = _DeleteCut(sink.fs)
+        return sink
+
+    with pytest.raises(_KilledDeleting):
+        _merge_table(lake, delete_cut, notifications)
+    cut_removal = sorted(p.name for p in Path(lake.sink.sidecar).iterdir())
     after_swap = _merge_table(lake, make, notifications)
     spark.catalog.refreshTable(lake.table)
     location, rows = _location(lake), _catalog_rows(lake)
@@ -293,6 +323,7 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
         state_building,
         cut_state,
         cut_location,
+        cut_removal,
         after_swap,
         location,
         rows,
@@ -325,13 +356,18 @@ def test_merge_table_after_a_cut_swap_moves_the_catalog_then_merges(wired: Wired
     assert wired.rows_after == [(1, Decimal("9.9900")), (2, Decimal("3.0000"))]
 
 
-def test_merge_table_first_commit_after_the_swap_removes_the_old_generation(
+def test_merge_table_after_the_swaps_first_commit_no_old_generation_remains(
     wired: Wired,
 ) -> None:
     lake = wired.lake
     assert wired.after_swap_run.removed == 1 and not Path(lake.sink.root).exists()
     assert [p.name for p in Path(lake.sink.sidecar).iterdir()] == ["generations.json"]
     assert (wired.state_after.live, wired.state_after.retired) == (2, None)
+
+
+def test_merge_table_removal_killed_midway_finished_by_the_next_run(wired: Wired) -> None:
+    assert "checkpoints" in wired.sidecar_after_cut_removal  # the kill left them
+    assert not wired.after_swap_run.result.committed and wired.after_swap_run.removed == 1
 
 
 def test_merge_table_after_the_removal_changes_nothing(wired: Wired) -> None:
