@@ -17,6 +17,19 @@ from cdclake_merge.transforms import IMAGE_PREFIX, parse_lines
 
 SOURCE_TS = 1_700_000_000_000
 
+# The pure transforms' tiny frames (test_transforms, test_history): a table of key ``id`` and
+# two columns, its decoded events and its stored state.
+KEY = ("id",)
+COLUMNS = [("id", "int"), ("name", "string"), ("bio", "string")]
+EVENT_DDL = (
+    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
+    "_cdc_source_ts timestamp, _cdc_toast array<string>"
+)
+STATE_DDL = (
+    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
+    "_cdc_source_ts timestamp, _cdc_deleted boolean"
+)
+
 
 def source(lsn: int, commit: int | None = None, ts_ms: int = SOURCE_TS) -> dict[str, Any]:
     sequence = json.dumps([None if commit is None else str(commit), str(lsn)])

@@ -22,20 +22,19 @@ from cdclake_merge.transforms import (
     run_summary,
     truncated_rows,
 )
-from tests.merge.support import envelope, line, lines_frame, parsed_in_python
+from tests.merge.support import (
+    COLUMNS,
+    EVENT_DDL,
+    KEY,
+    STATE_DDL,
+    envelope,
+    line,
+    lines_frame,
+    parsed_in_python,
+)
 
 pytestmark = pytest.mark.spark
 
-KEY = ("id",)
-COLUMNS = [("id", "int"), ("name", "string"), ("bio", "string")]
-EVENT_DDL = (
-    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
-    "_cdc_source_ts timestamp, _cdc_toast array<string>"
-)
-STATE_DDL = (
-    "id int, name string, bio string, _cdc_order string, _cdc_lsn bigint, _cdc_op string, "
-    "_cdc_source_ts timestamp, _cdc_deleted boolean"
-)
 TS = dt.datetime(2024, 1, 1, 10, 0, 0)
 
 
