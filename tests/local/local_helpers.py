@@ -76,6 +76,29 @@ def missing_merge_prerequisite() -> str | None:
     return None
 
 
+@contextmanager
+def pointed_at(stack: LocalStack) -> Iterator[None]:
+    """This process pointed at ``stack`` as ``cdclake --env local`` would be, then back."""
+    import pytest
+
+    from cdclake.local.runtime import AWS_ENV
+    from cdclake_merge.session import METASTORE_URI_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CDCLAKE_LOCAL_DIR", str(stack.root))
+        # lake_target sets these for this process; the patch puts the originals back. The
+        # metastore URI is set empty (no metastore: the session's Spark stays on Derby) so that
+        # undoing the patch removes the one lake_target sets: left behind, it would point later
+        # CLI merges (tests/merge) at a stopped service.
+        for name, value in {
+            **AWS_ENV,
+            "AWS_ENDPOINT_URL": "unset",
+            METASTORE_URI_ENV: "",
+        }.items():
+            patch.setenv(name, value)
+        yield
+
+
 def run_cdclake(
     stack: LocalStack, *args: str, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:

@@ -17,15 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from cdclake.local.runtime import AWS_ENV
 from cdclake.local.stack import LocalStack
-from cdclake_merge.session import METASTORE_URI_ENV
 from environment.paths import CONFIG_DIR
 from tests.local.local_helpers import (
     change_files,
     lose_slot,
     merge_in_session,
     missing_merge_prerequisite,
+    pointed_at,
     row_ids,
     run_cdclake,
     spark_on_stack_s3,
@@ -47,18 +46,7 @@ def stack(local_stack: LocalStack) -> Iterator[LocalStack]:
     reason = missing_merge_prerequisite()
     if reason:
         pytest.skip(f"the runbooks merge: {reason}")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CDCLAKE_LOCAL_DIR", str(local_stack.root))
-        # lake_target sets these for this process; the patch puts the originals back. The
-        # metastore URI is set empty (no metastore: the session's Spark stays on Derby) so that
-        # undoing the patch removes the one lake_target sets: left behind, it would point later
-        # CLI merges (tests/merge) at a stopped service.
-        for name, value in {
-            **AWS_ENV,
-            "AWS_ENDPOINT_URL": "unset",
-            METASTORE_URI_ENV: "",
-        }.items():
-            patch.setenv(name, value)
+    with pointed_at(local_stack):
         yield local_stack
 
 

@@ -1,0 +1,181 @@
+"""A rebuild on the real capture path (issue #49): PostgreSQL -> Debezium -> Kafka -> the S3
+sink -> merge -> Hudi -> the catalog, on the session's local stack.
+
+public.prices holds numeric(10,2) and integer columns, is merged once, then ALTERed to
+numeric(14,4) and double precision with DML before and after: the next merge fails needing a
+rebuild. ``cdclake rebuild``'s steps then run in this process's shared SparkSession (what
+``cdclake rebuild --env local`` runs, without a second JVM): begin and signal (the id recorded
+first), rebuild runs until the snapshot's COMPLETED notification has landed and everything
+listed is applied, the swap. Readers of the catalog entry get the whole table with the old
+types during the rebuild, PostgreSQL's rows and the new types after it; ``cdclake validate``'s
+comparison says equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from cdclake.local.stack import LocalStack
+from tests.local.local_helpers import (
+    merge_in_session,
+    missing_merge_prerequisite,
+    pointed_at,
+    row_ids,
+    spark_on_stack_s3,
+    wait_for_events,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.moto, pytest.mark.spark]
+TABLE = "public.prices"
+TOPIC = "cdclake-local.public.prices"
+NOTIFICATIONS = "cdclake-local.notifications"  # environment.names.notifications_topic
+ROWS = range(1, 21)
+ADDED, UPDATED_BEFORE, UPDATED_DURING = 21, 1, 2
+
+
+def _completed(notifications: list[dict[str, Any]], snapshot_id: str | None) -> bool:
+    return any(n["id"] == snapshot_id and n["type"] == "COMPLETED" for n in notifications)
+
+
+def _updated(changes: list[dict[str, Any]], key: int) -> bool:
+    return any(c["op"] == "u" and c["after"]["id"] == key for c in changes)
+
+
+def _types(spark: Any, table: str) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+
+
+@pytest.fixture(scope="module")
+def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
+    """The table through its life: what readers saw during and after the rebuild."""
+    reason = missing_merge_prerequisite()
+    if reason:
+        pytest.skip(f"the rebuild merges: {reason}")
+    from cdclake.ops import AnyFileSystem, local_place
+    from cdclake.rebuild import (
+        begin_and_signal,
+        lake_signal,
+        local_generation_sink,
+        rebuild_locally,
+    )
+    from cdclake.validate import local_target, validate_once
+    from cdclake_merge.rebuild import rebuild_step
+    from environment.config import load_config
+
+    seen: dict[str, Any] = {}
+    with pointed_at(local_stack), spark_on_stack_s3(spark, local_stack):
+        with local_stack.connect() as conn:
+            conn.run(
+                "CREATE TABLE public.prices (id int PRIMARY KEY, amount numeric(10,2), qty int)"
+            )
+            conn.run(
+                "INSERT INTO public.prices SELECT g, g * 1.25, g FROM generate_series(1, 20) g"
+            )
+        assert local_stack.reconcile().joined == [TABLE]
+        wait_for_events(local_stack, TOPIC, lambda seen: row_ids(seen, "r") >= set(ROWS))
+        merge_in_session(spark, TABLE)
+        config = load_config("local")
+        place = local_place(config, TABLE)
+        seen["types_before"] = _types(spark, place.lake_table)
+
+        with local_stack.connect() as conn:
+            conn.run(f"UPDATE public.prices SET amount = 7.77 WHERE id = {UPDATED_BEFORE}")
+            conn.run(
+                "ALTER TABLE public.prices ALTER amount TYPE numeric(14,4), "
+                "ALTER qty TYPE double precision"
+            )
+            conn.run(f"INSERT INTO public.prices VALUES ({ADDED}, 1.2345, 0.5)")
+        wait_for_events(local_stack, TOPIC, lambda seen: ADDED in row_ids(seen, "c"))
+        with pytest.raises(Exception, match="needs a rebuild") as refused:
+            merge_in_session(spark, TABLE)
+        seen["refused"] = str(refused.value)
+
+        fs = AnyFileSystem()
+        signal = lake_signal(config, TABLE, dsn=None, secret_id=None, no_ssl=False)
+        seen["state"] = state = begin_and_signal(fs, place, signal)
+        with local_stack.connect() as conn:
+            conn.run(f"UPDATE public.prices SET amount = 8.8888 WHERE id = {UPDATED_DURING}")
+        seen["notifications"] = wait_for_events(
+            local_stack, NOTIFICATIONS, lambda seen: _completed(seen, state.snapshot_id)
+        )
+        wait_for_events(local_stack, TOPIC, lambda seen: _updated(seen, UPDATED_DURING))
+        # A rebuild run that does not know the snapshot finished: it writes generation 2 and
+        # swaps nothing, so readers keep generation 1 while the new one holds every row.
+        step = rebuild_step(
+            lambda: spark,
+            fs,
+            local_generation_sink(config, place, lambda: spark, fs),
+            place.merge_options(),
+        )
+        seen["during"] = step.result.committed and not step.swapped
+        seen["types_during"] = _types(spark, place.lake_table)
+        seen["rows_during"] = spark.table(place.lake_table).count()
+
+        try:
+            seen["done"] = rebuild_locally(config, place, timeout=90, spark_factory=lambda: spark)
+        except RuntimeError as exc:  # not caught up: each test after the swap says what it misses
+            seen["done"] = {"error": str(exc)}
+        spark.catalog.refreshTable(place.lake_table)
+        seen["types_after"] = _types(spark, place.lake_table)
+        seen["amounts"] = {r["id"]: r["amount"] for r in spark.table(place.lake_table).collect()}
+        seen["validated"] = validate_once(local_target("local", TABLE))
+    yield seen
+
+
+def test_rebuild_local_merge_after_alter_refused_needing_a_rebuild(rebuilt: dict[str, Any]) -> None:
+    assert "column 'amount' changed type from decimal(10,2) to decimal(14,4)" in rebuilt["refused"]
+
+
+def test_rebuild_local_readers_during_rebuild_get_whole_table_with_old_types(
+    rebuilt: dict[str, Any],
+) -> None:
+    assert rebuilt["during"]  # generation 2 took a commit before the swap
+    assert rebuilt["rows_during"] == len(ROWS)
+    assert (rebuilt["types_during"]["amount"], rebuilt["types_during"]["qty"]) == (
+        "decimal(10,2)",
+        "int",
+    )
+
+
+def test_rebuild_local_readers_after_swap_get_new_types(rebuilt: dict[str, Any]) -> None:
+    assert (rebuilt["types_after"]["amount"], rebuilt["types_after"]["qty"]) == (
+        "decimal(14,4)",
+        "double",
+    )
+
+
+def test_rebuild_local_rows_after_swap_hold_changes_before_and_during(
+    rebuilt: dict[str, Any],
+) -> None:
+    amounts = rebuilt["amounts"]
+    assert len(amounts) == len(ROWS) + 1
+    assert (amounts[UPDATED_BEFORE], amounts[UPDATED_DURING], amounts[ADDED]) == (
+        Decimal("7.7700"),
+        Decimal("8.8888"),
+        Decimal("1.2345"),
+    )
+
+
+def test_rebuild_local_prints_generation_rows_and_seconds(rebuilt: dict[str, Any]) -> None:
+    done = rebuilt["done"]
+    assert "error" not in done, done["error"]
+    assert (done["table"], done["generation"], done["rows"]) == (TABLE, 2, len(ROWS) + 1)
+    assert done["seconds"] >= 0
+
+
+def test_rebuild_local_validate_says_equal(rebuilt: dict[str, Any]) -> None:
+    assert rebuilt["validated"].equal, rebuilt["validated"]
+
+
+def test_rebuild_local_snapshot_completed_notification_lands_with_the_signal_id(
+    rebuilt: dict[str, Any],
+) -> None:
+    snapshot_id = rebuilt["state"].snapshot_id
+    assert snapshot_id is not None
+    assert {
+        (n["aggregate_type"], n["type"]) for n in rebuilt["notifications"] if n["id"] == snapshot_id
+    } >= {("Incremental Snapshot", "STARTED"), ("Incremental Snapshot", "COMPLETED")}
