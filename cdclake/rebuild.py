@@ -25,13 +25,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from cdclake.errors import fail, one_line
+from cdclake.quarantine import ConfigDirOption, EnvOption, TableOption
 from cdclake.snapshot import DsnOption, NoSslOption, SecretIdOption, database_errors
 
 if TYPE_CHECKING:
@@ -237,8 +237,8 @@ def _runs(glue: Any, job: str) -> list[dict[str, Any]]:
 
 
 def rebuild(
-    env: Annotated[str, typer.Option("--env", help="environment: config/<env>.yaml")],
-    table: Annotated[str, typer.Option("--table", help="SCHEMA.TABLE as in config")],
+    env: EnvOption,
+    table: TableOption,
     dsn: DsnOption = None,
     secret_id: SecretIdOption = None,
     no_ssl: NoSslOption = False,
@@ -251,9 +251,7 @@ def rebuild(
         typer.Option(help="seconds to wait for the rebuild to catch up (locally, or --wait)"),
     ] = 3600.0,
     json_output: Annotated[bool, typer.Option("--json", help="AWS: print JSON")] = False,
-    config_dir: Annotated[
-        Path | None, typer.Option(help="where ENV.yaml is (default: config/)")
-    ] = None,
+    config_dir: ConfigDirOption = None,
 ) -> None:
     """Rebuild a table beside the live one from a fresh incremental snapshot, then swap it in.
 

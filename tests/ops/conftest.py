@@ -14,7 +14,13 @@ import boto3
 import pytest
 import yaml
 
-from tests.ops.ops_helpers import MOTO_ACCOUNT, moto_server, spark_on_s3, upload_tree
+from tests.ops.ops_helpers import (
+    MOTO_ACCOUNT,
+    create_merge_job,
+    moto_server,
+    spark_on_s3,
+    upload_tree,
+)
 
 ENV = "dev"
 
@@ -130,21 +136,14 @@ def deployed(
     )
 
     glue = boto3.client("glue", region_name=region)
-    job = table.merge_job_name(config.prefix)
-    glue.create_job(
-        Name=job,
-        Role=f"arn:aws:iam::{MOTO_ACCOUNT}:role/merge",
-        Command={"Name": "glueetl", "ScriptLocation": "s3://assets/merge_job.py"},
-        GlueVersion="5.0",
-        DefaultArguments={
-            "--table": table.name,
-            "--changes_path": changes,
-            "--warehouse_path": f"s3://{buckets['lake']}/warehouse/",
-            "--database": database,
-            "--record_key": ",".join(table.primary_key),
-            "--quarantine_path": quarantine,
-            "--max_bad_fraction": "0.01",
-        },
+    job = create_merge_job(
+        glue,
+        config,
+        table.name,
+        changes=changes,
+        warehouse=f"s3://{buckets['lake']}/warehouse/",
+        quarantine_path=quarantine,
+        max_bad_fraction="0.01",
     )
     run_id = glue.start_job_run(JobName=job)["JobRunId"]
     published = publish(

@@ -46,9 +46,11 @@ def config_in_region(folder: Path, region: str) -> Path:
     return folder
 
 
-def create_merge_job(glue: Any, config: Any, table: str, bucket: str, changes: str) -> str:
-    """``table``'s merge job as deployed, its files in ``bucket`` (changes under ``changes``);
-    the job's name."""
+def create_merge_job(
+    glue: Any, config: Any, table: str, *, changes: str, warehouse: str, **arguments: str
+) -> str:
+    """``table``'s merge job as deployed (its change folder and warehouse URIs, ``arguments``
+    beside them: ``--quarantine_path``=…); the job's name."""
     name = str(config.lake_table(table).merge_job_name(config.prefix))
     glue.create_job(
         Name=name,
@@ -57,10 +59,11 @@ def create_merge_job(glue: Any, config: Any, table: str, bucket: str, changes: s
         GlueVersion="5.0",
         DefaultArguments={
             "--table": table,
-            "--changes_path": f"s3://{bucket}/{changes}",
-            "--warehouse_path": f"s3://{bucket}/warehouse/",
+            "--changes_path": changes,
+            "--warehouse_path": warehouse,
             "--database": config.lake.glue_database,
             "--record_key": "id",
+            **{f"--{name}": value for name, value in arguments.items()},
         },
     )
     return name

@@ -42,8 +42,9 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     jobs, sidecars = {}, {}
     for name in (SIGNALLED, FRESH):
         table = config.lake_table(name)
-        changes = f"topics/{config.prefix}.{name}/"
-        jobs[name] = create_merge_job(glue, config, name, bucket, changes)
+        changes = f"s3://{bucket}/topics/{config.prefix}.{name}/"
+        warehouse = f"s3://{bucket}/warehouse/"
+        jobs[name] = create_merge_job(glue, config, name, changes=changes, warehouse=warehouse)
         sidecars[name] = f"warehouse/{database}.db/_cdclake/{table.lake_table_name}"
     building = {"live": 1, "building": 2, "start": {}, "snapshot_id": "snapshot-1"}
     s3.put_object(

@@ -43,7 +43,13 @@ def customers(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     ):
         s3.put_object(Bucket=bucket, Key=f"{timeline}/{name}", Body=b"{}")
     glue = boto3.client("glue", region_name=config.region)
-    job = create_merge_job(glue, config, TABLE, bucket, "topics/")
+    job = create_merge_job(
+        glue,
+        config,
+        TABLE,
+        changes=f"s3://{bucket}/topics/",
+        warehouse=f"s3://{bucket}/warehouse/",
+    )
     return {"glue": glue, "job": job, "config_dir": str(config_dir)}
 
 
