@@ -1,8 +1,8 @@
 """A rebuild on the real capture path (issue #49): PostgreSQL -> Debezium -> Kafka -> the S3
 sink -> merge -> Hudi -> the catalog, on the session's local stack.
 
-public.prices holds numeric(10,2) and integer columns, is merged once, then ALTERed to
-numeric(14,4) and double precision with DML before and after: the next merge fails needing a
+public.prices holds numeric(10,2), integer and text columns, is merged once, then ALTERed to
+numeric(14,4), double precision and integer with DML before and after: the next merge fails needing a
 rebuild. ``cdclake rebuild``'s steps then run in this process's shared SparkSession (what
 ``cdclake rebuild --env local`` runs, without a second JVM): begin and signal (the id recorded
 first), rebuild runs until the snapshot's COMPLETED notification has landed and everything
@@ -70,10 +70,12 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
     with pointed_at(local_stack), spark_on_stack_s3(spark, local_stack):
         with local_stack.connect() as conn:
             conn.run(
-                "CREATE TABLE public.prices (id int PRIMARY KEY, amount numeric(10,2), qty int)"
+                "CREATE TABLE public.prices (id int PRIMARY KEY, amount numeric(10,2), qty int, "
+                "code text)"
             )
             conn.run(
-                "INSERT INTO public.prices SELECT g, g * 1.25, g FROM generate_series(1, 20) g"
+                "INSERT INTO public.prices "
+                "SELECT g, g * 1.25, g, g::text FROM generate_series(1, 20) g"
             )
         assert local_stack.reconcile().joined == [TABLE]
         wait_for_events(local_stack, TOPIC, lambda seen: row_ids(seen, "r") >= set(ROWS))
@@ -86,9 +88,9 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
             conn.run(f"UPDATE public.prices SET amount = 7.77 WHERE id = {UPDATED_BEFORE}")
             conn.run(
                 "ALTER TABLE public.prices ALTER amount TYPE numeric(14,4), "
-                "ALTER qty TYPE double precision"
+                "ALTER qty TYPE double precision, ALTER code TYPE integer USING code::integer"
             )
-            conn.run(f"INSERT INTO public.prices VALUES ({ADDED}, 1.2345, 0.5)")
+            conn.run(f"INSERT INTO public.prices VALUES ({ADDED}, 1.2345, 0.5, 21)")
         wait_for_events(local_stack, TOPIC, lambda seen: ADDED in row_ids(seen, "c"))
         with pytest.raises(Exception, match="needs a rebuild") as refused:
             merge_in_session(spark, TABLE)
@@ -135,17 +137,13 @@ def test_rebuild_local_readers_during_rebuild_get_whole_table_with_old_types(
 ) -> None:
     assert rebuilt["during"]  # generation 2 took a commit before the swap
     assert rebuilt["rows_during"] == len(ROWS)
-    assert (rebuilt["types_during"]["amount"], rebuilt["types_during"]["qty"]) == (
-        "decimal(10,2)",
-        "int",
-    )
+    during = rebuilt["types_during"]
+    assert (during["amount"], during["qty"], during["code"]) == ("decimal(10,2)", "int", "string")
 
 
 def test_rebuild_local_readers_after_swap_get_new_types(rebuilt: dict[str, Any]) -> None:
-    assert (rebuilt["types_after"]["amount"], rebuilt["types_after"]["qty"]) == (
-        "decimal(14,4)",
-        "double",
-    )
+    after = rebuilt["types_after"]
+    assert (after["amount"], after["qty"], after["code"]) == ("decimal(14,4)", "double", "int")
 
 
 def test_rebuild_local_rows_after_swap_hold_changes_before_and_during(
