@@ -261,11 +261,14 @@ def rebuild(
     from cdclake.ops import AnyFileSystem
     from cdclake.quarantine import resolve, start_mode_run
     from cdclake_merge.generations import read_generations
+    from cdclake_merge.rebuild import HISTORY_REFUSED
     from environment.config import load_config
 
     place, glue = resolve(env, table, config_dir=config_dir)
     config = load_config(env, config_dir=config_dir)
     fs = AnyFileSystem()
+    if config.lake_table(place.source_table).history:
+        fail(HISTORY_REFUSED.format(table=place.lake_table), 2)
     before = read_generations(fs, sidecar_of(place))
     if before.snapshot_id is None and env != "local" and dsn is None:
         fail(

@@ -2,13 +2,13 @@
 sink -> merge -> Hudi -> the catalog, on the session's local stack.
 
 public.prices holds numeric(10,2), integer and text columns, is merged once, then ALTERed to
-numeric(14,4), double precision and integer with DML before and after: the next merge fails needing a
-rebuild. ``cdclake rebuild``'s steps then run in this process's shared SparkSession (what
-``cdclake rebuild --env local`` runs, without a second JVM): begin and signal (the id recorded
-first), rebuild runs until the snapshot's COMPLETED notification has landed and everything
-listed is applied, the swap. Readers of the catalog entry get the whole table with the old
-types during the rebuild, PostgreSQL's rows and the new types after it; ``cdclake validate``'s
-comparison says equal.
+numeric(14,4), double precision and integer with DML before and after: the next merge fails
+needing a rebuild. ``cdclake rebuild``'s steps then run in this process's shared
+SparkSession (what ``cdclake rebuild --env local`` runs, without a second JVM): begin and
+signal (the id recorded first), rebuild runs until the snapshot's COMPLETED notification has
+landed and everything listed is applied, the swap. Readers of the catalog entry get the
+whole table with the old types during the rebuild, PostgreSQL's rows and the new types after
+it; ``cdclake validate``'s comparison says equal.
 """
 
 from __future__ import annotations

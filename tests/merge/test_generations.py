@@ -115,3 +115,49 @@ def test_kept_columns_dropped_column_stays_changed_type_taken() -> None:
         ("note", "string"),
         ("region", "string"),
     ]
+
+
+def test_rebuild_step_table_keeping_history_refused_nothing_begun(tmp_path: Path) -> None:
+    from cdclake_merge.job import MergeOptions
+    from cdclake_merge.rebuild import rebuild_step
+    from cdclake_merge.sink import open_sink
+
+    fs = LocalFileSystem()
+
+    def generation_sink(generation: int, catalog: bool) -> Any:
+        return open_sink(
+            warehouse=str(tmp_path / "warehouse"),
+            table="db.t",
+            key=("id",),
+            fs=fs,
+            spark_factory=lambda: None,
+            sync_catalog=catalog,
+            generation=generation,
+            history=1,
+        )
+
+    options = MergeOptions(table="db.t", key=("id",), changes=str(tmp_path / "changes"))
+    with pytest.raises(ValueError, match=r"db\.t keeps its history .*nothing was begun"):
+        rebuild_step(lambda: None, fs, generation_sink, options, snapshot_done=True)  # type: ignore[arg-type,return-value]
+    assert not list(tmp_path.rglob("generations.json"))
+
+
+@pytest.mark.parametrize(("sync_catalog", "history"), [(True, True), (False, False)])
+def test_open_sink_generation_being_built_keeps_no_history(
+    tmp_path: Path, sync_catalog: bool, history: bool
+) -> None:
+    # A rebuild opens the generation it builds without the catalog: its snapshot reads restate
+    # rows, and as history rows they would open a second current version of every key.
+    from cdclake_merge.sink import open_sink
+
+    sink = open_sink(
+        warehouse=str(tmp_path),
+        table="db.t",
+        key=("id",),
+        fs=LocalFileSystem(),
+        spark_factory=lambda: None,
+        sync_catalog=sync_catalog,
+        generation=2,
+        history=1,
+    )
+    assert sink.history is history

@@ -174,7 +174,8 @@ def open_sink(
     to apply never starts a JVM; ``generation``: a rebuild's generation of the table
     (:mod:`cdclake_merge.generations`; 1: the table's own path); ``history``: 1 where the table
     keeps every version of its rows beside it (config's ``history``, an int as the other
-    services are). Raises ValueError with a one-line reason.
+    services are; none where ``sync_catalog`` is off: a rebuild's generation being built).
+    Raises ValueError with a one-line reason.
     """
     if table_type not in TABLE_TYPES:
         raise ValueError(f"table type must be COPY_ON_WRITE or MERGE_ON_READ, got {table_type!r}")
@@ -191,7 +192,9 @@ def open_sink(
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
         generation=generation,
-        history=bool(history),
+        # Only commits readers see keep history: a generation being built (no catalog sync)
+        # restates every row with its snapshot reads, which are not changes of the rows.
+        history=bool(history) and sync_catalog,
         # None: the format's own defaults (the contract knows no index sizes or budgets)
         **{
             name: value
