@@ -302,18 +302,25 @@ def test_sizing_of_bound_not_a_number_names_job_and_argument(world: World) -> No
     )
 
 
-def _mor_dispatch(world: World, table: str, delta_commits: int, *extra: str) -> Decision:
-    """A MERGE_ON_READ table with ``delta_commits`` after its last compaction and 100 bytes
-    waiting, its job's compaction budget 3 MiB (3 executors' worth), dispatched."""
+def _mor_dispatch(
+    world: World, table: str, delta_commits: int, *extra: str, compacted: bool = True
+) -> Decision:
+    """A MERGE_ON_READ table with ``delta_commits`` after its last compaction (``compacted``
+    False: delta commits alone, a table that never compacted) and 100 bytes waiting, its job's
+    compaction budget 3 MiB (3 executors' worth), dispatched."""
     put_change_bytes(world, table, 0, 100)
     commit_everything_listed(world, table)
     write_delta_commits(world, table, delta_commits)
+    timeline = f"warehouse/{DATABASE}.db/{table.replace('.', '_')}/.hoodie"
+    if not compacted:  # the delta commits name the checkpoint as the commit did
+        (commit,) = [
+            o["Key"]
+            for o in world.s3.list_objects_v2(Bucket=LAKE, Prefix=f"{timeline}/")["Contents"]
+            if o["Key"].endswith(".commit")
+        ]
+        world.s3.delete_object(Bucket=LAKE, Key=commit)
     for name in extra:  # more timeline files, by name
-        world.s3.put_object(
-            Bucket=LAKE,
-            Key=f"warehouse/{DATABASE}.db/{table.replace('.', '_')}/.hoodie/{name}",
-            Body=b"",
-        )
+        world.s3.put_object(Bucket=LAKE, Key=f"{timeline}/{name}", Body=b"")
     put_change_bytes(world, table, 1, 100)
     target = target_from_job(world.glue, create_mor_job(world, table, compaction_io_mb=3))
     (decision,) = dispatch([target], fs=S3FileSystem(world.s3), glue=world.glue, budget=1)
@@ -336,6 +343,14 @@ def test_dispatch_compaction_completed_after_the_delta_commits_is_not_due(world:
 def test_dispatch_compaction_planned_and_left_is_due(world: World) -> None:
     decision = _mor_dispatch(world, ORDERS, 0, "29991231000000000.compaction.requested")
     assert decision.workers == 5
+
+
+def test_dispatch_compaction_never_compacted_table_due_at_its_fifth_delta_commit(
+    world: World,
+) -> None:
+    # A MERGE_ON_READ table's first commits are delta commits: no compaction commit to count from.
+    decision = _mor_dispatch(world, ORDERS, 4, compacted=False)
+    assert (decision.reason, decision.workers) == ("1 change files wait", 5)
 
 
 def test_dispatch_compaction_planned_and_completed_is_not_due(world: World) -> None:
