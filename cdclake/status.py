@@ -27,8 +27,8 @@ from rich.table import Table
 
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
-from cdclake_merge.dispatch import live_generation, rebuilding
 from cdclake_merge.failures import rebuild_change
+from cdclake_merge.generations import live_generation, rebuilding
 from cdclake_merge.pending import pending_files
 from cdclake_merge.recovery import instant_time
 from cdclake_merge.replay import listing

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import time
 
-from cdclake_merge.dispatch import live_generation
-from cdclake_merge.generations import Generations
+from cdclake_merge.generations import Generations, live_generation
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     DATABASE,

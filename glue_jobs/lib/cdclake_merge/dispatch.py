@@ -54,11 +54,10 @@ more.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cdclake_merge.failures import (
@@ -73,9 +72,9 @@ from cdclake_merge.failures import (
     resumed_at,
     when,
 )
-from cdclake_merge.generations import STATE, Generations, generation_folder
+from cdclake_merge.generations import Generations, live_generation, rebuilding
 from cdclake_merge.pending import Pending, TablePaths, table_pending
-from cdclake_merge.storage import FileSystem, join
+from cdclake_merge.storage import FileSystem
 
 # Glue's run states that hold the job (and count against the account's concurrent runs).
 IN_PROGRESS = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
@@ -220,37 +219,6 @@ class Survey:
     compaction_due: bool = False  # read only for a MERGE_ON_READ table that starts
     # The table's state object (none stored: generation 1 live, nothing being built).
     generations: Generations = field(default_factory=Generations)
-
-
-def rebuilding(state: Generations) -> str | None:
-    """What ``status`` and ``dispatch`` say of a rebuild in progress; None: none is."""
-    if state.building is None:
-        return None
-    since = f", since {state.began_at[:19]}" if state.began_at else ""
-    return f"rebuilding (generation {state.building}{since})"
-
-
-def _state_object(fs: FileSystem, path: str) -> Generations:
-    """The state object at ``path`` in one GET, none stored reading as generation 1: a turn
-    asks every table, and a LIST (an exists()) costs twelve GETs (docs/cost.md)."""
-    try:
-        stored = json.loads(fs.read_text(path))
-    except FileNotFoundError:
-        return Generations()
-    except Exception as exc:
-        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return Generations()
-        raise
-    known = {f.name for f in fields(Generations)}
-    return Generations(**{k: v for k, v in stored.items() if k in known})
-
-
-def live_generation(fs: FileSystem, warehouse: str, table: str) -> tuple[Generations, str]:
-    """The state object of ``DATABASE.TABLE`` and the name its live generation's files are
-    under (``DATABASE.TABLE__g<n>`` after a swap), for :meth:`TablePaths.of`."""
-    state = _state_object(fs, join(TablePaths.of(warehouse, table).sidecar, STATE))
-    database, _, name = table.partition(".")
-    return state, f"{database}.{generation_folder(name, state.live)}"
 
 
 def watermark(survey: Survey) -> float | None:

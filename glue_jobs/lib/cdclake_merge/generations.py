@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from cdclake_merge.pending import TablePaths
 from cdclake_merge.positions import FolderPosition, advance, positions_as_json, scan
 from cdclake_merge.schema import Column
 from cdclake_merge.storage import FileSystem, join
@@ -53,13 +54,34 @@ class Generations:
 
 
 def read_generations(fs: FileSystem, sidecar: str) -> Generations:
-    """The state in the table's own sidecar (generation 1's)."""
-    path = join(sidecar, STATE)
-    if not fs.exists(path):
+    """The state in the table's own sidecar (generation 1's), in one GET: the dispatcher asks
+    every table each turn, and a LIST (an exists()) costs twelve GETs (docs/cost.md)."""
+    try:
+        stored = json.loads(fs.read_text(join(sidecar, STATE)))
+    except FileNotFoundError:
         return Generations()
-    stored = json.loads(fs.read_text(path))
+    except Exception as exc:
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return Generations()
+        raise
     known = {f.name for f in fields(Generations)}
     return Generations(**{k: v for k, v in stored.items() if k in known})
+
+
+def live_generation(fs: FileSystem, warehouse: str, table: str) -> tuple[Generations, str]:
+    """The state object of ``DATABASE.TABLE`` and the name its live generation's files are
+    under (``DATABASE.TABLE__g<n>`` after a swap), for :meth:`TablePaths.of`."""
+    state = read_generations(fs, TablePaths.of(warehouse, table).sidecar)
+    database, _, name = table.partition(".")
+    return state, f"{database}.{generation_folder(name, state.live)}"
+
+
+def rebuilding(state: Generations) -> str | None:
+    """What ``status`` and ``dispatch`` say of a rebuild in progress; None: none is."""
+    if state.building is None:
+        return None
+    since = f", since {state.began_at[:19]}" if state.began_at else ""
+    return f"rebuilding (generation {state.building}{since})"
 
 
 def write_generations(fs: FileSystem, sidecar: str, state: Generations) -> None:
