@@ -21,13 +21,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from initial_load import generate, read_into_page_cache
+from initial_load import generate, machine, read_into_page_cache
 
 HERE = Path(__file__).resolve().parent
 TABLE = "bench.rebuilt"
@@ -115,13 +114,7 @@ def main() -> None:
     load_before = list(os.getloadavg())
     figures = measure(args.rows, args.data_dir)
     record = {
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_before": load_before,
-            "load_after": list(os.getloadavg()),
-        },
+        "machine": {**machine(), "load_before": load_before},
         "run": figures,
         "at": dt.datetime.now(dt.UTC).isoformat(),
     }
