@@ -141,12 +141,6 @@ def remove_retired(generation_sink: GenerationSink, state: Generations) -> Gener
     return done
 
 
-def refuse_history(generation_sink: GenerationSink, table: str) -> None:
-    """A table that keeps its history is not rebuilt (:data:`HISTORY_REFUSED`)."""
-    if generation_sink(1, True).history:
-        raise ValueError(HISTORY_REFUSED.format(table=table))
-
-
 def run_rebuild(
     spark_factory: Callable[[], SparkSession],
     fs: FileSystem,
@@ -155,7 +149,6 @@ def run_rebuild(
 ) -> tuple[Generations, RunResult]:
     """One run of the rebuild in progress (begun here if none is): what waits after its start
     positions, applied to the generation being built as one commit."""
-    refuse_history(generation_sink, options.table)
     home = _home(generation_sink)
     state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
     assert state.building is not None  # begin_rebuild returns a rebuild in progress
@@ -180,7 +173,8 @@ def rebuild_step(
     an operator's word) and the run applied every change file listed after that was seen.
     ``keep_columns`` (``drop_columns: keep``): the new generation starts from the live one's
     columns, so a column the source dropped stays (null)."""
-    refuse_history(generation_sink, options.table)
+    if generation_sink(1, True).history:
+        raise ValueError(HISTORY_REFUSED.format(table=options.table))
     state = follow_live(spark_factory, generation_sink)
     home = _home(generation_sink)
     state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
