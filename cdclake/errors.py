@@ -101,6 +101,10 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return "no AWS region: set AWS_REGION or the environment's region in config", USAGE
     if isinstance(exc, boto.ClientError):
         return _client_error(exc), FAILURE
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        # The lake's file systems raise it for a missing object (storage.missing), as S3's
+        # NoSuchKey was described before: the path is what the operator needs.
+        return f"{exc.strerror or 'not found'}: {exc.filename}", FAILURE
     if isinstance(exc, boto.EndpointConnectionError | boto.ConnectTimeoutError):
         endpoint = str(getattr(exc, "kwargs", {}).get("endpoint_url", "")) or str(exc)
         if _LOOPBACK.search(endpoint):

@@ -30,6 +30,19 @@ def test_describe_stack_error_is_a_failure() -> None:
     )
 
 
+def test_describe_missing_lake_object_names_the_path() -> None:
+    from cdclake_merge.storage import missing
+
+    assert describe(missing("s3://lake/_cdclake/t/generations.json")) == (
+        "No such file or directory: s3://lake/_cdclake/t/generations.json",
+        1,
+    )
+
+
+def test_describe_file_not_found_without_a_path_is_a_bug() -> None:
+    assert describe(FileNotFoundError("somewhere")) is None
+
+
 def test_describe_no_credentials_says_how_to_configure() -> None:
     assert describe(boto.NoCredentialsError()) == (
         f"no usable AWS credentials (Unable to locate credentials): {errors.CREDENTIALS_HELP}",

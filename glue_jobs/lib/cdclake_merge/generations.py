@@ -60,10 +60,6 @@ def read_generations(fs: FileSystem, sidecar: str) -> Generations:
         stored = json.loads(fs.read_text(join(sidecar, STATE)))
     except FileNotFoundError:
         return Generations()
-    except Exception as exc:
-        if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return Generations()
-        raise
     known = {f.name for f in fields(Generations)}
     return Generations(**{k: v for k, v in stored.items() if k in known})
 

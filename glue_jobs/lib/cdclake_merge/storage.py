@@ -7,6 +7,7 @@ serves ``s3://`` on Glue.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ class Listing:
 
 
 class FileSystem(Protocol):
+    """read_text and read_prefix raise FileNotFoundError for a missing file, in every one."""
+
     def list_files(self, root: str) -> Iterator[str]: ...
     def list_folder(self, folder: str, after: str | None = None) -> Listing: ...
     def read_text(self, path: str) -> str: ...
@@ -49,6 +52,11 @@ class FileSystem(Protocol):
     def list_dir(self, path: str) -> list[str]: ...
     def delete(self, path: str) -> None: ...
     def mkdirs(self, path: str) -> None: ...
+
+
+def missing(path: str) -> FileNotFoundError:
+    """What every file system raises for a missing file: Python's own, naming the path."""
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
 
 def join(root: str, *parts: str) -> str:
@@ -138,6 +146,7 @@ class HadoopFileSystem:
 
     def __init__(self, spark: Any) -> None:
         self._jvm = spark.sparkContext._jvm
+        self._gateway = spark.sparkContext._gateway
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _path(self, path: str) -> Any:
@@ -172,9 +181,22 @@ class HadoopFileSystem:
                 files.append(FileEntry(path, name, size, f"{size}:{mtime}", mtime / 1000))
         return Listing(tuple(sorted(files, key=lambda f: f.name)), tuple(sorted(folders)))
 
+    def _open(self, path: str) -> Any:
+        """The file's input stream; a missing file raises FileNotFoundError, as the other
+        file systems' do (Hadoop's java.io.FileNotFoundException reaches Python as a
+        Py4JJavaError, which callers asking "is it there?" in one GET cannot tell apart)."""
+        from py4j.java_gateway import is_instance_of
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            return self._fs(path).open(self._path(path))
+        except Py4JJavaError as exc:
+            if is_instance_of(self._gateway, exc.java_exception, "java.io.FileNotFoundException"):
+                raise missing(path) from None
+            raise
+
     def read_text(self, path: str) -> str:
-        fs = self._fs(path)
-        stream = fs.open(self._path(path))
+        stream = self._open(path)
         try:
             reader = self._jvm.java.io.BufferedReader(
                 self._jvm.java.io.InputStreamReader(stream, "UTF-8")
@@ -184,7 +206,7 @@ class HadoopFileSystem:
             stream.close()
 
     def read_prefix(self, path: str, limit: int) -> bytes:
-        stream = self._fs(path).open(self._path(path))
+        stream = self._open(path)
         try:
             return bytes(stream.readNBytes(limit))
         finally:
@@ -312,14 +334,20 @@ class S3FileSystem:
                 names.add(name)
         return sorted(names)
 
-    def read_text(self, path: str) -> str:
+    def _get(self, path: str, **arguments: Any) -> bytes:
+        """The object's bytes; a missing one raises FileNotFoundError, as the other file
+        systems' do."""
         bucket, key = _split(path)
-        return str(self.client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+        try:
+            return bytes(self.client.get_object(Bucket=bucket, Key=key, **arguments)["Body"].read())
+        except self.client.exceptions.NoSuchKey:
+            raise missing(path) from None
+
+    def read_text(self, path: str) -> str:
+        return self._get(path).decode()
 
     def read_prefix(self, path: str, limit: int) -> bytes:
-        bucket, key = _split(path)
-        body = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
-        return bytes(body["Body"].read())
+        return self._get(path, Range=f"bytes=0-{limit - 1}")
 
     def write_text(self, path: str, text: str) -> None:
         bucket, key = _split(path)

@@ -1,0 +1,78 @@
+"""cdclake_merge.storage's contract, held by each file system alike: a missing file read raises
+Python's FileNotFoundError naming the path (callers asking "is it there?" in one GET rely on
+it: the state object of a table never rebuilt, read by every merge run on Glue's S3A)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from cdclake_merge.generations import Generations, read_generations
+from cdclake_merge.storage import FileSystem, HadoopFileSystem, LocalFileSystem, S3FileSystem
+
+BUCKET = "storage-contract"
+
+
+@pytest.fixture(scope="module")
+def s3_root() -> Iterator[tuple[S3FileSystem, str]]:
+    """A bucket on moto in process, started without resetting other areas' backends."""
+    import moto
+
+    mock = moto.mock_aws()
+    mock.start(reset=False)
+    try:
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        try:
+            yield S3FileSystem(client), f"s3://{BUCKET}/warehouse"
+        finally:
+            for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+                client.delete_object(Bucket=BUCKET, Key=item["Key"])
+            client.delete_bucket(Bucket=BUCKET)
+    finally:
+        mock.stop(remove_data=False)
+
+
+@pytest.fixture(params=["local", "hadoop", "s3"])
+def file_system(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FileSystem, str]:
+    if request.param == "local":
+        return LocalFileSystem(), str(tmp_path)
+    if request.param == "hadoop":
+        spark: Any = request.getfixturevalue("spark")
+        return HadoopFileSystem(spark), tmp_path.as_uri()
+    fs, root = request.getfixturevalue("s3_root")
+    return fs, f"{root}/{tmp_path.name}"
+
+
+def test_read_text_missing_file_raises_file_not_found_naming_it(
+    file_system: tuple[FileSystem, str],
+) -> None:
+    fs, root = file_system
+    with pytest.raises(FileNotFoundError) as raised:
+        fs.read_text(f"{root}/absent.json")
+    assert str(raised.value.filename).endswith("absent.json")
+
+
+def test_read_prefix_missing_file_raises_file_not_found(
+    file_system: tuple[FileSystem, str],
+) -> None:
+    fs, root = file_system
+    with pytest.raises(FileNotFoundError):
+        fs.read_prefix(f"{root}/absent.json", 16)
+
+
+def test_read_text_written_file_returns_its_text(file_system: tuple[FileSystem, str]) -> None:
+    fs, root = file_system
+    fs.write_text(f"{root}/present.json", '{"live": 2}')
+    assert fs.read_text(f"{root}/present.json") == '{"live": 2}'
+
+
+def test_read_generations_none_stored_is_generation_one(
+    file_system: tuple[FileSystem, str],
+) -> None:
+    fs, root = file_system
+    assert read_generations(fs, f"{root}/_cdclake/public_orders") == Generations()
