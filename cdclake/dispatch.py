@@ -71,6 +71,7 @@ def local_targets(config: EnvironmentConfig) -> list[Target]:
                 place.warehouse,
                 place.changes,
                 schema_changes=table.schema_changes,
+                signals=True,  # the local stack's database: its rebuild runs signal themselves
             )
         )
     return targets
@@ -85,11 +86,11 @@ def merge_locally(
     entry prints, so a failure parks or backs off as on AWS."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path, local_place
-    from cdclake.rebuild import local_generation_sink
+    from cdclake.rebuild import lake_signal, local_generation_sink
     from cdclake_merge.dispatch import one_line
     from cdclake_merge.failures import Run, record_local_run
     from cdclake_merge.generations import notifications_beside
-    from cdclake_merge.rebuild import merge_table
+    from cdclake_merge.rebuild import merge_table, rebuild_step
 
     runs: dict[str, Any] = {}
     by_table = {t.table: t for t in targets}
@@ -108,16 +109,26 @@ def merge_locally(
         started = time.time()
         table = config.lake_table(decision.table)
         fs_any = AnyFileSystem()
+        sink = local_generation_sink(config, place, factory, fs_any)
+        notifications = notifications_beside(place.changes, place.source_table)
+        keep = table.drop_columns == "keep"
         try:
-            # The live generation's merge, or a rebuild's step while one is in progress.
-            result = merge_table(
-                factory,
-                fs_any,
-                local_generation_sink(config, place, factory, fs_any),
-                options,
-                notifications=notifications_beside(place.changes, place.source_table),
-                keep_columns=table.drop_columns == "keep",
-            ).result
+            if decision.mode == "rebuild":  # begun here if the table needs one, and signalled
+                signal = lake_signal(config, table.name, dsn=None, secret_id=None, no_ssl=False)
+                step = rebuild_step(
+                    factory,
+                    fs_any,
+                    sink,
+                    options,
+                    notifications=notifications,
+                    keep_columns=keep,
+                    signal=signal,
+                )
+            else:  # the live generation's merge, or a rebuild's step while one is in progress
+                step = merge_table(
+                    factory, fs_any, sink, options, notifications=notifications, keep_columns=keep
+                )
+            result = step.result
         except Exception as exc:  # one table's failed merge stops no other
             runs[decision.table] = {"error": one_line(exc)}
             failed = Run("FAILED", started, time.time(), f"cdclake merge failed: {exc}")

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -53,23 +51,11 @@ def sidecar_of(place: LakePlace) -> str:
 
 
 def begin_and_signal(fs: Any, place: LakePlace, signal: Callable[[str], None]) -> Generations:
-    """The rebuild in progress, begun here if none is, with its snapshot signalled: a new id
-    recorded in the state object, then ``signal(id)``. A rebuild already signalled is
-    returned as it is. A signal that fails leaves the rebuild unsignalled, for the next try."""
-    from cdclake_merge.generations import begin_rebuild, record_signal, write_generations
+    """The table's rebuild in progress, begun here if none is, with its snapshot signalled
+    (:func:`~cdclake_merge.generations.begin_signalled`)."""
+    from cdclake_merge.generations import begin_signalled
 
-    sidecar = sidecar_of(place)
-    state = begin_rebuild(fs, sidecar, place.changes)
-    if state.snapshot_id is not None:
-        return state
-    signal_id = str(uuid.uuid4())
-    state = record_signal(fs, sidecar, signal_id)
-    try:
-        signal(signal_id)
-    except BaseException:
-        write_generations(fs, sidecar, replace(state, snapshot_id=None))
-        raise
-    return state
+    return begin_signalled(fs, sidecar_of(place), place.changes, signal)
 
 
 def lake_signal(

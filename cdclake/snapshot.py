@@ -58,21 +58,13 @@ def send_signal(
     """Signal an incremental snapshot of ``table`` in each signal table; returns the ids
     (``signal_id`` for one signal table, chosen beforehand: a rebuild records it first).
 
-    A table outside the publication is never streamed, and Debezium ignores a snapshot
-    request for a table it does not capture: that is refused here, with the fix.
+    A table outside the publication is refused, with the fix (``require_published``).
     """
-    from lambdas.bootstrap.sql import publication_tables, signal_incremental_snapshot
+    from lambdas.bootstrap.sql import require_published, signal_incremental_snapshot
 
     if signal_id is not None and len(signal_tables) != 1:
         raise ValueError("one signal id names one signal: give one signal table with it")
-    published = publication_tables(conn, publication)
-    if published is None:
-        raise LookupError(f"publication {publication} does not exist: run the bootstrap first")
-    if table not in published:
-        raise LookupError(
-            f"{table} is not in publication {publication}: deploy it in tables: first "
-            "(locally: cdclake local reconcile)"
-        )
+    require_published(conn, publication, table)
     return [signal_incremental_snapshot(conn, name, [table], signal_id) for name in signal_tables]
 
 

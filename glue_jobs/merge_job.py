@@ -24,6 +24,9 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   default: <prefix>.notifications beside the table's topic)
     --drop_columns drop           (rebuild: leave out a column the source dropped; config's
                                   drop_columns, passed only when not the default, keep)
+    --signal_function NAME        (rebuild: the replication bootstrap's function, invoked to
+                                  signal the rebuild's incremental snapshot when no one has:
+                                  a run the dispatcher starts for a table needing a rebuild)
     --restore_to latest|DATE|TIME (restore: the newest savepoint at or before it)
     --retain_hours 24             --savepoint_days 7   (lake.retain_hours, lake.savepoint_days)
     --clean_every_commits 4       (commits between Hudi's cleans: an hour's at the objective)
@@ -49,6 +52,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 ARGUMENTS = (
@@ -78,6 +82,7 @@ ARGUMENTS = (
     "snapshot_done",
     "notifications_path",
     "drop_columns",
+    "signal_function",
 )
 MODES = ("merge", "replay", "restore", "rebuild")
 # The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
@@ -112,6 +117,7 @@ OPTIONAL = {
     "notifications_path": "",
     "drop_columns": "keep",
     "history": "",
+    "signal_function": "",
 }
 
 
@@ -224,6 +230,25 @@ def rebuild_arguments(args: dict[str, str]) -> tuple[bool, bool]:
     return args["snapshot_done"] == "true", args["drop_columns"] == "keep"
 
 
+def function_signal(function: str, table: str) -> Callable[[str], None]:
+    """The rebuild's snapshot signal through the bootstrap function (lambdas/bootstrap:
+    ``{"RequestType": "Signal"}``), which reaches the database; the run does not."""
+
+    def signal(signal_id: str) -> None:
+        import boto3
+
+        request = {"RequestType": "Signal", "Table": table, "SignalId": signal_id}
+        answer = boto3.client("lambda").invoke(
+            FunctionName=function, Payload=json.dumps(request).encode()
+        )
+        if "FunctionError" in answer:
+            failure = json.loads(answer["Payload"].read() or b"{}")
+            reason = failure.get("errorMessage") or answer["FunctionError"]
+            raise ValueError(f"the snapshot signal through {function} failed: {reason}")
+
+    return signal
+
+
 def notifications_of(args: dict[str, str]) -> str:
     from cdclake_merge.generations import notifications_beside
 
@@ -290,6 +315,11 @@ def main(argv: list[str]) -> int:
                 notifications=notifications,
                 snapshot_done=snapshot_done,
                 keep_columns=keep_columns,
+                signal=(
+                    function_signal(args["signal_function"], args["table"])
+                    if args["signal_function"]
+                    else None
+                ),
             )
             rebuilding, output = True, {"cdclake_rebuild": rebuilt.as_dict()}
         else:

@@ -45,6 +45,7 @@ def build_stacks(app: cdk.App, config: EnvironmentConfig) -> dict[str, cdk.Stack
         config=config,
         vpc=vpc,
         alarm_topic=database.alarm_topic,
+        signal_function=database.bootstrap.function,
         env=env,
     )
     capture = CaptureStack(

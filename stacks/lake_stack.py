@@ -41,9 +41,12 @@ class LakeStack(cdk.Stack):
         config: EnvironmentConfig,
         vpc: ec2.IVpc,
         alarm_topic: sns.ITopic,
+        signal_function: lambda_.IFunction,
         **kwargs: Any,
     ) -> None:
-        """``alarm_topic``: where the dispatcher's dead letters page."""
+        """``alarm_topic``: where the dispatcher's dead letters page; ``signal_function``: the
+        replication bootstrap's function, through which a merge job's rebuild run signals its
+        incremental snapshot (the runs have no route to the database)."""
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
 
@@ -88,10 +91,11 @@ class LakeStack(cdk.Stack):
             encryption_key=self.encryption_key,
             glue_database=self.glue_database,
             environment=config.env,
+            signal_function=signal_function.function_name,
         )
         for job in self.merge_jobs.jobs.values():
             job.add_dependency(database)
-        self._grant_merge_jobs(self.merge_jobs.role)
+        self._grant_merge_jobs(self.merge_jobs.role, signal_function)
 
         self.dispatcher = MergeDispatcher(
             self,
@@ -125,8 +129,9 @@ class LakeStack(cdk.Stack):
             value=",".join(sorted(str(j.name) for j in self.merge_jobs.jobs.values())),
         )
 
-    def _grant_merge_jobs(self, role: iam.IRole) -> None:
-        """Least privilege for the merge jobs: explicit actions, prefixes, one database."""
+    def _grant_merge_jobs(self, role: iam.IRole, signal_function: lambda_.IFunction) -> None:
+        """Least privilege for the merge jobs: explicit actions, prefixes, one database, and
+        the one function a rebuild run signals its snapshot through."""
         # The buckets' objects are under the lake key, and so are the jobs' logs, bookmarks
         # and temporary files (their security configuration encrypts with it).
         self.encryption_key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
@@ -134,6 +139,13 @@ class LakeStack(cdk.Stack):
         storage = self.storage
         quarantine_folders = [t.lake_table_name for t in self.config.lake_tables]
         statements = [
+            # A rebuild run's snapshot signal ({"RequestType": "Signal"}): the bootstrap's
+            # function reaches the database, the job does not.
+            iam.PolicyStatement(
+                sid="SignalRebuildSnapshot",
+                actions=["lambda:InvokeFunction"],
+                resources=[signal_function.function_arn],
+            ),
             # Read change files of this environment's topics only.
             iam.PolicyStatement(
                 sid="ListChangeFiles",

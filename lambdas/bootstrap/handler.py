@@ -9,6 +9,10 @@ Resource properties: ``Spec`` (JSON of :class:`sql.BootstrapSpec`), ``Database``
 username and password). Passwords are read from Secrets Manager at run time and never logged
 or returned.
 
+A direct invocation with ``{"RequestType": "Signal", "Table": …, "SignalId": …}`` signals a
+rebuild's incremental snapshot of one lake table (:func:`signal_rebuild`): the table's Glue
+run in rebuild mode asks for it, having no route to the database.
+
 A direct invocation with ``{"RequestType": "Reconcile"}`` re-runs the bootstrap with the
 properties in the ``BOOTSTRAP_PROPERTIES`` environment variable, e.g. after the application's
 migrations created a table the first run reported as missing; a schedule does the same hourly.
@@ -58,6 +62,7 @@ from lambdas.bootstrap.sql import (
     drop_retired_slots,
     joining_tables,
     publication_tables,
+    require_published,
     signal_incremental_snapshot,
     signal_joined_tables,
     slot_holders,
@@ -356,6 +361,28 @@ def signal_new_tables(props: dict[str, Any], old_props: dict[str, Any]) -> dict[
     }
 
 
+def signal_rebuild(props: dict[str, Any], table: str, signal_id: str) -> dict[str, Any]:
+    """A rebuild's incremental snapshot of one lake table, asked for by the table's Glue run
+    (``{"RequestType": "Signal", "Table": …, "SignalId": …}``; it recorded the id first, and
+    looks for that id's COMPLETED notification): one signal row with that id in the lake
+    capture's signal table only (the fan-out has nothing to rebuild). The lake capture is the
+    MSK Connect one (``CAPTURES``' entry with a connector)."""
+    spec = BootstrapSpec.from_dict(json.loads(props["Spec"]))
+    captures: list[dict[str, str]] = json.loads(os.environ.get("CAPTURES", "[]"))
+    lake = next((c["signal_table"] for c in captures if "connector" in c), None)
+    carried = next((t.signal_tables for t in spec.tables if t.name == table), ())
+    if lake is None or lake not in carried:
+        raise ValueError(f"{table} is not a table the lake captures: no snapshot signalled")
+    conn = connect(master_secret(props), props["Database"])
+    try:
+        require_published(conn, spec.publication, table)
+        signal_incremental_snapshot(conn, lake, [table], signal_id)
+    finally:
+        conn.close()
+    logger.info("rebuild snapshot signalled", extra={"table": table, "signal_id": signal_id})
+    return {"Table": table, "SignalId": signal_id}
+
+
 @logger.inject_lambda_context
 def on_event(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Provider-framework entry point (the framework talks to CloudFormation)."""
@@ -378,4 +405,7 @@ def on_event(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return delete(event["ResourceProperties"], event["PhysicalResourceId"])
     if request == "Reconcile":
         return reconcile(json.loads(os.environ["BOOTSTRAP_PROPERTIES"]))
+    if request == "Signal":
+        properties = json.loads(os.environ["BOOTSTRAP_PROPERTIES"])
+        return signal_rebuild(properties, str(event["Table"]), str(event["SignalId"]))
     raise ValueError(f"unknown request type {request!r}")

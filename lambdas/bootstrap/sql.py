@@ -333,6 +333,19 @@ def bootstrap(
     return result
 
 
+def require_published(conn: Connection, publication: str, table: str) -> None:
+    """LookupError naming the fix unless ``table`` is in ``publication``: a table outside it is
+    never streamed, and Debezium ignores a snapshot signal for a table it does not capture."""
+    published = publication_tables(conn, publication)
+    if published is None:
+        raise LookupError(f"publication {publication} does not exist: run the bootstrap first")
+    if table not in published:
+        raise LookupError(
+            f"{table} is not in publication {publication}: deploy it in tables: first "
+            "(locally: cdclake local reconcile)"
+        )
+
+
 def signal_incremental_snapshot(
     conn: Connection, signal_table: str, tables: Sequence[str], signal_id: str | None = None
 ) -> str:

@@ -99,7 +99,10 @@ class MergeJobs(Construct):
         encryption_key: kms.IKey,
         glue_database: str,
         environment: str,
+        signal_function: str,
     ) -> None:
+        """``signal_function``: the name of the function a rebuild run invokes to signal its
+        incremental snapshot (``--signal_function``, glue_jobs/merge_job.py)."""
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
@@ -289,6 +292,7 @@ class MergeJobs(Construct):
                     },
                     **{f"--{name}": value for name, value in config.rebuild_of(table).items()},
                     "--environment": environment,
+                    "--signal_function": signal_function,
                     # Read by the dispatcher (cdclake_merge.dispatch), not by the script: it
                     # sizes each run from the bytes waiting, and has no config of its own.
                     **{

@@ -48,6 +48,8 @@ def render(env: Any, value: Any) -> str:
         return value
     if "Fn::GetAtt" in value:
         return names.get(value["Fn::GetAtt"][0], "<token>")
+    if "Fn::ImportValue" in value:  # another stack's (the bootstrap function's name)
+        return "<import>"
     delimiter, parts = value["Fn::Join"]
     return delimiter.join(
         p
@@ -127,6 +129,28 @@ def test_lake_glue_job_arguments_for_merge_script(env: Any) -> None:
         assert args["--extra-py-files"].endswith(".zip")
         assert args["--extra-jars"].endswith(".jar")
         assert job["Command"]["ScriptLocation"].endswith(".py")
+
+
+def exported(env: Any, value: dict[str, Any]) -> Any:
+    """What an ``Fn::ImportValue`` of the lake stack imports: the database stack's output."""
+    outputs = env.template("database")["Outputs"].values()
+    (output,) = [o for o in outputs if o.get("Export", {}).get("Name") == value["Fn::ImportValue"]]
+    return output["Value"]
+
+
+def test_lake_merge_job_rebuild_signals_through_the_bootstrap_function(env: Any) -> None:
+    database = env.stacks["database"]
+    function = database.resolve(
+        database.get_logical_id(database.bootstrap.function.node.default_child)
+    )
+    for job in jobs(env).values():
+        assert exported(env, job["DefaultArguments"]["--signal_function"]) == {"Ref": function}
+    invokes = [
+        s for s in job_role_statements(env) if "lambda:InvokeFunction" in as_list(s["Action"])
+    ]
+    assert [(s["Sid"], exported(env, s["Resource"])) for s in invokes] == [
+        ("SignalRebuildSnapshot", {"Fn::GetAtt": [function, "Arn"]})
+    ]
 
 
 def glue_conf_settings(value: str) -> dict[str, str]:

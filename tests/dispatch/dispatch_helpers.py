@@ -45,6 +45,8 @@ DATABASE = "cdclake_dev"
 CHANGES = "cdclake-dev-changes"
 LAKE = "cdclake-dev-lake"
 WAREHOUSE = f"s3://{LAKE}/warehouse/"
+# The replication bootstrap's function, named by the stack in every merge job's --signal_function.
+SIGNAL_FUNCTION = "cdclake-dev-database-bootstrap"
 # S3 keeps LastModified to the second: files this far apart are told apart by age.
 AGE_STEP_SECONDS = 1.1
 
@@ -550,10 +552,13 @@ def needs_rebuild_line(stored: str, incoming: str) -> str:
     return f"RunFailed: cdclake merge failed: {refused.value}"
 
 
-def failed_on_type_change(world: World, policy: str | None) -> float:
+def failed_on_type_change(world: World, policy: str | None, *, signals: bool = False) -> float:
     """A change file, then a run that failed on ``amount`` decimal(10,2) -> decimal(14,4)
-    under the table's ``policy`` (None: the job says none, as the default omits it); its end."""
+    under the table's ``policy`` (None: the job says none, as the default omits it); its end.
+    ``signals``: the job names the function its rebuild runs signal through, as the stack's."""
     arguments = {} if policy is None else {"--dispatch_schema_changes": policy}
+    if signals:
+        arguments["--signal_function"] = SIGNAL_FUNCTION
     _define_job(world, ORDERS, arguments)
     put_change_file(world, ORDERS, 0)
     started = time.time()

@@ -1,8 +1,8 @@
 """A table being rebuilt (issue #49): its state object names a generation ``building``, so the
 dispatcher starts the table's job with ``--mode rebuild`` each turn it has no run in progress,
 and says ``rebuilding (generation n, since …)``; once swapped, what waits is the new
-generation's. The dispatcher never begins a rebuild: ``cdclake rebuild`` sends the snapshot's
-signal first, through the database (tests/ops, tests/local)."""
+generation's. A table needing one is begun by a rebuild run (tests/dispatch/test_schema_policy.py),
+which signals through the bootstrap function, or by ``cdclake rebuild`` (tests/ops, tests/local)."""
 
 from __future__ import annotations
 

@@ -10,22 +10,28 @@ import time
 
 import pytest
 
-from cdclake_merge.dispatch import target_from_job
+from cdclake_merge.dispatch import dispatch, target_from_job
 from cdclake_merge.failures import Run, failures_of, rebuild_change
 from cdclake_merge.schema import NeedsRebuild, unify
+from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
     ORDERS,
     World,
     _define_job,
     create_job,
+    end_run,
     failed_on_type_change,
+    hold_runs,
+    job_name,
     needs_rebuild_line,
     orders_status,
     orders_turn,
     put_change_file,
     when,
 )
+
+CUSTOMERS = "public.customers"
 
 
 @pytest.mark.parametrize(
@@ -74,6 +80,47 @@ def test_dispatch_needs_rebuild_with_rebuild_says_so_and_names_the_command(world
         "public.orders, which signals the snapshot; the dispatcher runs the rebuild after it",
     )
     assert decision.as_json(time.time())["reason"] == decision.reason
+
+
+def test_dispatch_needs_rebuild_job_that_signals_starts_a_rebuild_run(world: World) -> None:
+    # Its first step begins the rebuild and signals the snapshot through the bootstrap function.
+    failed_on_type_change(world, None, signals=True)
+    decision = orders_turn(world)
+    assert (decision.start, decision.mode, decision.reason) == (
+        True,
+        "rebuild",
+        "needs rebuild: amount decimal(10,2) -> decimal(14,4): a rebuild run",
+    )
+    run = world.glue.get_job_run(JobName=job_name(ORDERS), RunId=decision.run_id)["JobRun"]
+    assert run["Arguments"]["--mode"] == "rebuild"
+
+
+def test_dispatch_needs_rebuild_job_that_signals_with_stop_parks(world: World) -> None:
+    failed_on_type_change(world, "stop", signals=True)
+    decision = orders_turn(world)
+    assert not decision.start and decision.reason.startswith("parked: needs rebuild: amount")
+
+
+def test_dispatch_needs_rebuild_job_that_signals_runs_within_the_healthy_budget(
+    world: World,
+) -> None:
+    # Not a retry: the retries' share of the budget, taken by another table's, holds it not.
+    failed_on_type_change(world, None, signals=True)
+    create_job(world, CUSTOMERS)
+    put_change_file(world, CUSTOMERS, 0)
+    started = time.time()
+    end_run(world, CUSTOMERS, "FAILED", started=started, ended=started + 0.001, error="timeout")
+    targets = [target_from_job(world.glue, create_job(world, t)) for t in (ORDERS, CUSTOMERS)]
+    with hold_runs():
+        world.glue.start_job_run(JobName=job_name(CUSTOMERS))
+        fs = S3FileSystem(world.s3)
+        orders, _ = dispatch(targets, fs=fs, glue=world.glue, budget=2, retry_share=0.0)
+    assert orders.start and orders.mode == "rebuild", orders.reason
+
+
+def test_target_from_job_signal_function_argument_means_it_signals(world: World) -> None:
+    failed_on_type_change(world, None, signals=True)
+    assert target_from_job(world.glue, create_job(world, ORDERS)).signals
 
 
 @pytest.mark.parametrize("policy", ["stop", None])

@@ -12,9 +12,11 @@ import pytest
 
 from cdclake_merge.generations import (
     Generations,
+    begin_signalled,
     caught_up,
     kept_columns,
     notifications_beside,
+    read_generations,
     snapshot_finished,
 )
 from cdclake_merge.positions import FolderPosition
@@ -161,3 +163,43 @@ def test_open_sink_generation_being_built_keeps_no_history(
         history=1,
     )
     assert sink.history is history
+
+
+def _signalled(tmp_path: Path, signal: Any) -> Generations:
+    """A rebuild of a table whose change folder is empty, begun and signalled."""
+    (tmp_path / "changes").mkdir(exist_ok=True)
+    sidecar = str(tmp_path / "_cdclake" / "public_orders")
+    return begin_signalled(LocalFileSystem(), sidecar, str(tmp_path / "changes"), signal)
+
+
+def test_begin_signalled_records_the_id_before_sending_it(tmp_path: Path) -> None:
+    sent: list[tuple[str, Generations]] = []
+    sidecar = str(tmp_path / "_cdclake" / "public_orders")
+
+    def signal(signal_id: str) -> None:  # what a reader of the state sees while it is sent
+        sent.append((signal_id, read_generations(LocalFileSystem(), sidecar)))
+
+    state = _signalled(tmp_path, signal)
+    assert state.building == 2 and state.snapshot_id is not None
+    assert sent == [(state.snapshot_id, state)]
+
+
+def test_begin_signalled_rebuild_already_signalled_sends_nothing(tmp_path: Path) -> None:
+    sent: list[str] = []
+    first = _signalled(tmp_path, sent.append)
+    again = _signalled(tmp_path, sent.append)
+    assert again == first and sent == [first.snapshot_id]
+
+
+def test_begin_signalled_failed_signal_leaves_it_unsignalled_for_the_next(tmp_path: Path) -> None:
+    def refused(signal_id: str) -> None:
+        raise ConnectionError("the database is unreachable")
+
+    with pytest.raises(ConnectionError):
+        _signalled(tmp_path, refused)
+    sidecar = str(tmp_path / "_cdclake" / "public_orders")
+    left = read_generations(LocalFileSystem(), sidecar)
+    assert left.building == 2 and left.snapshot_id is None
+    sent: list[str] = []
+    retried = _signalled(tmp_path, sent.append)
+    assert retried.building == 2 and sent == [retried.snapshot_id]

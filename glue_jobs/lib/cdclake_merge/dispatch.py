@@ -37,11 +37,11 @@ its own.
 A table being rebuilt (its state object, :mod:`cdclake_merge.generations`, names a generation
 ``building``) starts a run of its job with ``--mode rebuild`` every turn it has none in
 progress, whatever waits for the live generation: the rebuild reads from its own positions,
-and its snapshot's end arrives as a notification, outside the table's change folder. Only
-``cdclake rebuild`` begins a rebuild: its first step is the snapshot's signal, a row written
-in the database, which the dispatcher cannot reach (it reads S3 and Glue only). So a table
-that needs a rebuild and has none in progress says to run it, and the dispatcher takes over
-its runs once it has begun. What waits, the watermark and a compaction's turn are the live
+and its snapshot's end arrives as a notification, outside the table's change folder. A table
+whose runs fail needing a rebuild (policy ``rebuild``) starts one too: that run begins the
+rebuild and signals its snapshot through the bootstrap function (the job's
+``--signal_function``; the dispatcher reaches no database); a job without one waits for
+``cdclake rebuild``. What waits, the watermark and a compaction's turn are the live
 generation's: after a swap, the new one's.
 
 A table whose runs fail is parked or backs off (:mod:`cdclake_merge.failures`), from the same
@@ -56,7 +56,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,6 +68,7 @@ from cdclake_merge.failures import (
     failures_of,
     held,
     local_runs,
+    rebuild_change,
     recent_runs,
     resumed_at,
     when,
@@ -155,6 +156,9 @@ class Target:
     defined_at: float | None = None  # epoch seconds the job's definition last changed
     # A type change the table takes only when rebuilt: rebuild it, or stop (park it).
     schema_changes: str = "rebuild"
+    # Its rebuild runs can signal the snapshot themselves (the job's --signal_function; the
+    # local stack's database): the dispatcher begins a rebuild the table needs.
+    signals: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,6 +276,7 @@ def target_from_job(glue: Any, job: str) -> Target:
         sizing=sizing_of(definition),
         defined_at=epoch(definition.get("LastModifiedOn")),
         schema_changes=str(arguments.get(SCHEMA_CHANGES_ARGUMENT, "rebuild")),
+        signals=bool(arguments.get("--signal_function")),
     )
 
 
@@ -481,11 +486,12 @@ def decide(
     busy = sum(1 for s in surveys if s.running is not None)
     retrying = sum(1 for s in surveys if s.running is not None and s.failures is not None)
     kept: dict[str, str] = {}
+    begun: dict[str, str] = {}  # tables needing a rebuild whose rebuild run begins it
     for s in surveys:
         if s.pending is None:
             continue
         reason = held(
-            _holding(s),
+            _holding(s, begun),
             files=s.pending.files,
             defined_at=s.target.defined_at,
             resumed=s.resumed_at,
@@ -495,6 +501,8 @@ def decide(
             schema_changes=s.target.schema_changes,
             rebuild_command=f"cdclake rebuild --env {environment} --table {s.target.table}",
         )
+        if reason is not None and (change := _rebuild_to_begin(s)) is not None:
+            begun[s.target.table], reason = f"needs rebuild: {change}", None
         at = due_at(s, turn_seconds) if s.failures is None else None
         # A rebuild's runs are not the live table's: no objective spaces them.
         if reason is None and at is not None and now < at and s.generations.building is None:
@@ -506,7 +514,7 @@ def decide(
         for s in surveys
         if s.error is None
         and s.running is None
-        and (_has_work(s.pending) or s.generations.building is not None)
+        and (_has_work(s.pending) or s.generations.building is not None or s.target.table in begun)
         and s.target.table not in kept
     ]
 
@@ -514,8 +522,8 @@ def decide(
         # A commit missing from the catalog (no file waits) goes first: its run is short.
         return ((s.pending.oldest if s.pending else None) or 0.0, s.target.table)
 
-    healthy = sorted((s for s in ready if _holding(s) is None), key=oldest_first)
-    retries = sorted((s for s in ready if _holding(s) is not None), key=oldest_first)
+    healthy = sorted((s for s in ready if _holding(s, begun) is None), key=oldest_first)
+    retries = sorted((s for s in ready if _holding(s, begun) is not None), key=oldest_first)
     free = max(budget - busy, 0)
     chosen = {s.target.table for s in healthy[:free]}
     left = free - len(chosen)
@@ -531,7 +539,7 @@ def decide(
         base = Decision(
             s.target.table, False, "", files, oldest, s.target.job, watermark=watermark(s)
         )
-        progress = rebuilding(s.generations)
+        progress = rebuilding(s.generations) or begun.get(s.target.table)
         if s.error is not None:
             decisions.append(replace(base, reason=f"not read: {s.error}", failed=True))
         elif s.running is not None:
@@ -569,13 +577,26 @@ def decide(
     return decisions
 
 
-def _holding(survey: Survey) -> Failures | None:
-    """The failures that hold the table: a rebuild in progress is what the failures that
-    need one asked for, so they hold it no more (its own runs' failures do)."""
+def _holding(survey: Survey, begun: Mapping[str, str]) -> Failures | None:
+    """The failures that hold the table: a rebuild in progress or begun this turn is what the
+    failures that need one asked for, so they hold it no more (its own runs' failures do)."""
     failures = survey.failures
-    if survey.generations.building is not None and failures and failures.kind == NEEDS_REBUILD:
+    rebuilt = survey.generations.building is not None or survey.target.table in begun
+    if rebuilt and failures and failures.kind == NEEDS_REBUILD:
         return None
     return failures
+
+
+def _rebuild_to_begin(survey: Survey) -> str | None:
+    """What changed, when the table's runs fail needing a rebuild, its policy is to rebuild,
+    none is in progress, and its rebuild run can signal the snapshot (its first step, a row in
+    the database): the dispatcher starts that run. None otherwise."""
+    failures, target = survey.failures, survey.target
+    if failures is None or failures.kind != NEEDS_REBUILD or survey.generations.building:
+        return None
+    if target.schema_changes != "rebuild" or not target.signals:
+        return None
+    return rebuild_change(failures.newest.error) or failures.newest.error
 
 
 def start_runs(glue: Any, decisions: Sequence[Decision]) -> list[Decision]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -116,6 +117,32 @@ def begin_rebuild(
     )
     write_generations(fs, sidecar, begun)
     return begun
+
+
+def begin_signalled(
+    fs: FileSystem,
+    sidecar: str,
+    changes: str,
+    signal: Callable[[str], None],
+    changes_fs: FileSystem | None = None,
+) -> Generations:
+    """The rebuild in progress, begun if none is (:func:`begin_rebuild`), with its snapshot
+    signalled: a new id recorded in the state object, then ``signal(id)`` (its runs look for
+    that id's COMPLETED notification). After the listing, never before: a snapshot read written
+    before it would be skipped as already listed. A rebuild already signalled is returned as it
+    is (the snapshot Debezium started goes on across restarts); a signal that fails leaves the
+    rebuild unsignalled, for the next try."""
+    state = begin_rebuild(fs, sidecar, changes, changes_fs)
+    if state.snapshot_id is not None:
+        return state
+    state = record_signal(fs, sidecar, str(uuid.uuid4()))
+    assert state.snapshot_id is not None
+    try:
+        signal(state.snapshot_id)
+    except BaseException:
+        write_generations(fs, sidecar, replace(state, snapshot_id=None))
+        raise
+    return state
 
 
 def record_signal(fs: FileSystem, sidecar: str, snapshot_id: str) -> Generations:

@@ -24,6 +24,7 @@ from cdclake_merge.generations import (
     STATE,
     Generations,
     begin_rebuild,
+    begin_signalled,
     caught_up,
     change_ends,
     read_generations,
@@ -166,18 +167,26 @@ def rebuild_step(
     notifications: str | None = None,
     snapshot_done: bool = False,
     keep_columns: bool = True,
+    signal: Callable[[str], None] | None = None,
 ) -> TableRun:
     """One rebuild run (:func:`run_rebuild`), then, if the generation being built has caught
     up, the swap in the same run. Caught up: its snapshot finished (Debezium's COMPLETED
     notification of the state's ``snapshot_id`` under ``notifications``, or ``snapshot_done``,
     an operator's word) and the run applied every change file listed after that was seen.
     ``keep_columns`` (``drop_columns: keep``): the new generation starts from the live one's
-    columns, so a column the source dropped stays (null)."""
+    columns, so a column the source dropped stays (null). ``signal``: sends the incremental
+    snapshot's signal with the id given, where the run can reach the database (a Glue run
+    through the bootstrap function, ``cdclake dispatch --env local``): a rebuild not begun or
+    not signalled yet is begun and signalled first (:func:`begin_signalled`); without it the
+    caller signalled (``cdclake rebuild``)."""
     if generation_sink(1, True).history:
         raise ValueError(HISTORY_REFUSED.format(table=options.table))
     state = follow_live(spark_factory, generation_sink)
     home = _home(generation_sink)
-    state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
+    if signal is not None:
+        state = begin_signalled(home.fs, home.sidecar, options.changes, signal, fs)
+    else:
+        state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
     done = snapshot_done or (
         notifications is not None
         and state.snapshot_id is not None

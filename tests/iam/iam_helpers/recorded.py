@@ -22,7 +22,7 @@ import boto3
 
 from tests.iam.iam_helpers.moto import PARTITION, REGION
 from tests.iam.iam_helpers.statements import Access
-from tests.iam.iam_helpers.templates import Physical, Resolver, logical_id
+from tests.iam.iam_helpers.templates import Physical, Resolver, logical_id, symbolic_resolver
 
 
 def recorded_accesses(recording: str, account: str | None = None) -> list[Access]:
@@ -245,8 +245,13 @@ def lake_world(
     key_id = logical_id(lake, "AWS::KMS::Key", "StorageKey")
     key_arn = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
     physical[key_id] = Physical(key_arn, {"Arn": key_arn})
+    # Other stacks' resources (the bootstrap function a rebuild run signals through) are named
+    # symbolically: these runs never call them.
+    others = symbolic_resolver(templates, account).physical
     resolve = Resolver(
-        templates, {"lake": physical, **{r: {} for r in templates if r != "lake"}}, account=account
+        templates,
+        {"lake": physical, **{r: others[r] for r in templates if r != "lake"}},
+        account=account,
     )
     s3 = boto3.client("s3", region_name=REGION)
     bucket_keys: dict[str, str] = {}
