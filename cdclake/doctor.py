@@ -45,7 +45,8 @@ SUPPORTED_MAJOR_VERSIONS = ("15", "16")
 # The cap of WAL a stalled slot may keep, unset: PostgreSQL's -1 (no cap).
 UNSET_WAL_KEEP = ("", "-1")
 
-Status = Literal["ok", "FAIL", "skip"]
+# warn: true and worth acting on, but no reason to hold the deploy (the exit code stays 0).
+Status = Literal["ok", "FAIL", "skip", "warn"]
 # What a call can end in besides an answer (an unparsable reply is not a BotoCoreError).
 AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 
@@ -498,6 +499,42 @@ def check_existing_network(config: EnvironmentConfig, session: boto3.Session) ->
 OFFLINE_CHECKS = frozenset({"RDS CA bundle"})
 
 
+def check_stored_tables(config: EnvironmentConfig, session: boto3.Session) -> Check:
+    """Each deployed lake table's stored layout (its type, key, partitioning, record index
+    size: what Hudi fixes at the first write) against this config: a change only a rebuild
+    takes, named with what follows the deploy. ``cdk synth`` never reads the stored table."""
+    from cdclake.ops import aws_place
+    from cdclake.status import layout_warnings
+    from cdclake_merge.generations import live_generation
+    from cdclake_merge.pending import TablePaths
+    from cdclake_merge.storage import S3FileSystem
+
+    glue = session.client("glue")
+    fs = S3FileSystem(session.client("s3"))
+    changed: list[str] = []
+    read = 0
+    for table in config.lake_tables:
+        try:
+            place = aws_place(config, table.name, glue)
+        except LookupError:  # not deployed yet: its first write takes this config
+            continue
+        read += 1
+        _, live = live_generation(fs, place.warehouse, place.lake_table)
+        timeline = TablePaths.of(place.warehouse, live).timeline
+        for warning in layout_warnings(fs, place, timeline):
+            follows = (
+                "after the deploy the dispatcher begins it (schema_changes: rebuild)"
+                if table.schema_changes == "rebuild"
+                else "after the deploy its runs park (schema_changes: stop)"
+            )
+            changed.append(f"{table.name}: {warning}; {follows}")
+    if changed:
+        return Check("stored tables", "warn", "; ".join(changed))
+    if not read:
+        return Check("stored tables", "skip", "no merge job deployed yet")
+    return Check("stored tables", "ok", f"{read} tables: config matches each stored table")
+
+
 def run_checks(
     config: EnvironmentConfig, session: boto3.Session, repo_root: Path = REPO_ROOT
 ) -> list[Check]:
@@ -528,6 +565,7 @@ def run_checks(
     else:
         checks["existing network"] = lambda: check_existing_network(config, session)
     checks["change file expiry"] = lambda: check_change_file_expiry(config, session)
+    checks["stored tables"] = lambda: check_stored_tables(config, session)
     credentials = check_credentials(config, session)
     if credentials.failed:
         return [
@@ -555,7 +593,7 @@ def render(checks: list[Check], console: Console) -> None:
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail / what to do", overflow="fold")
-    colour = {"ok": "green", "FAIL": "red", "skip": "yellow"}
+    colour = {"ok": "green", "FAIL": "red", "skip": "yellow", "warn": "yellow"}
     for check in checks:
         table.add_row(check.name, f"[{colour[check.status]}]{check.status}[/]", check.detail)
     console.print(table)
@@ -568,7 +606,8 @@ def doctor(
     ] = CONFIG_DIR,
 ) -> None:
     """Preflight for `cdk deploy`: credentials, bootstrap, plugins, engine, quotas; and for a
-    deployed environment, change files waiting near their expiration."""
+    deployed environment, change files waiting near their expiration and config changes a
+    stored table takes only by a rebuild."""
     console = Console(soft_wrap=False)
     config = load_config(env, config_dir=config_dir)  # a ConfigError: one line (cdclake.errors)
     checks = run_checks(config, boto3.Session(region_name=config.region))

@@ -23,6 +23,7 @@ from cdclake.doctor import (
     check_engine_version,
     check_plugin,
     check_rds_ca,
+    check_stored_tables,
     check_vpc_quota,
     parameter_problems,
     run_checks,
@@ -87,7 +88,7 @@ def test_doctor_credentials_failure_skips_other_checks(aws_env: None, config_dir
     offline = [c for c in checks[1:] if c.name == "RDS CA bundle"]
     assert [c.status for c in offline] == ["ok"]  # reads this machine only
     assert {c.status for c in checks[1:] if c not in offline} == {"skip"}
-    assert len(checks) == 10
+    assert len(checks) == 11
 
 
 def test_doctor_bootstrap_missing_fails_with_bootstrap_command(
@@ -256,6 +257,7 @@ def test_doctor_run_checks_names_match_their_checks(aws_env: None, config_dir: P
         "quota: VPCs",
         "quota: Elastic IPs",
         "change file expiry",
+        "stored tables",
     ]
 
 
@@ -303,3 +305,65 @@ def test_doctor_change_file_expiry_fresh_lag_ok(aws_env: None, config_dir: Path)
 def test_doctor_change_file_expiry_no_lag_yet_skips(aws_env: None, config_dir: Path) -> None:
     config = _config(config_dir, region="af-south-1")
     assert check_change_file_expiry(config, _session(config.region)).status == "skip"
+
+
+def _stored(config: EnvironmentConfig, table_type: str) -> str:
+    """dev's first lake table deployed (its merge job's paths) and stored by Hudi as
+    ``table_type`` with config's key and partitioning; the table's name."""
+    table = config.lake_tables[0]
+    session = _session(config.region)
+    bucket = f"lake-{config.region}"
+    session.client("s3").create_bucket(
+        Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": config.region}
+    )
+    database = config.lake.glue_database
+    session.client("glue").create_job(
+        Name=table.merge_job_name(config.prefix),
+        Role="arn:aws:iam::123456789012:role/merge",
+        Command={"Name": "glueetl", "ScriptLocation": f"s3://{bucket}/merge_job.py"},
+        DefaultArguments={
+            "--changes_path": f"s3://{bucket}/topics/orders/",
+            "--warehouse_path": f"s3://{bucket}/warehouse/",
+            "--database": database,
+        },
+    )
+    properties = (
+        f"hoodie.table.type={table_type}\n"
+        f"hoodie.table.recordkey.fields={','.join(table.primary_key)}\n"
+        f"hoodie.table.partition.fields={','.join(table.partition_by)}\n"
+    )
+    key = f"warehouse/{database}.db/{table.lake_table_name}/.hoodie/hoodie.properties"
+    session.client("s3").put_object(Bucket=bucket, Key=key, Body=properties.encode())
+    return table.name
+
+
+def test_doctor_stored_tables_type_config_changed_warns_naming_table_change_and_command(
+    aws_env: None, config_dir: Path
+) -> None:
+    config = _config(config_dir, region="ap-south-2")
+    stored = (
+        "MERGE_ON_READ"
+        if config.lake_tables[0].hudi_table_type != "MERGE_ON_READ"
+        else ("COPY_ON_WRITE")
+    )
+    table = _stored(config, stored)
+    check = check_stored_tables(config, _session(config.region))
+    wanted = config.lake_tables[0].hudi_table_type
+    assert (check.status, check.failed) == ("warn", False)
+    assert check.detail == (
+        f"{table}: needs rebuild: table type {stored} -> {wanted} (config differs from the "
+        f"stored table; its merge runs are refused): run cdclake rebuild --env dev --table "
+        f"{table}; after the deploy the dispatcher begins it (schema_changes: rebuild)"
+    )
+
+
+def test_doctor_stored_tables_as_config_says_ok(aws_env: None, config_dir: Path) -> None:
+    config = _config(config_dir, region="ap-southeast-4")
+    _stored(config, config.lake_tables[0].hudi_table_type)
+    check = check_stored_tables(config, _session(config.region))
+    assert (check.status, check.detail) == ("ok", "1 tables: config matches each stored table")
+
+
+def test_doctor_stored_tables_nothing_deployed_skips(aws_env: None, config_dir: Path) -> None:
+    config = _config(config_dir, region="il-central-1")
+    assert check_stored_tables(config, _session(config.region)).status == "skip"
