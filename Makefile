@@ -72,7 +72,7 @@ format: setup ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-typecheck: setup ## Type-check environment/, cdclake/, stacks/, lambdas/ and connectors/ with mypy
+typecheck: setup ## Type-check every Python package (environment, cdclake, stacks, lambdas, connectors, the merge library and entry, bench, app.py) with mypy
 	$(VENV)/bin/mypy
 
 unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it; PYTEST_WORKERS=0 for one process)

@@ -88,6 +88,7 @@ def make_table(
     from cdclake_merge.transforms import DELETED, LSN, OP, ORDER, SOURCE_TS
 
     name = f"bench.{table_type.lower()}_{rows}"
+    retention: dict[str, Any] = {} if savepoint_days is None else {"savepoint_days": savepoint_days}
     sink = open_sink(
         warehouse=str(work / "warehouse"),
         table=name,
@@ -96,7 +97,7 @@ def make_table(
         spark_factory=lambda: spark,
         table_type=table_type,
         sync_catalog=False,
-        **({} if savepoint_days is None else {"savepoint_days": savepoint_days}),
+        **retention,
     )
     frame = spark.range(rows).select(
         F.col("id"),

@@ -142,7 +142,7 @@ def merge(
         fail("--max-bad-fraction must be between 0 and 1", 2)
     byte_cap = _byte_size("--max-bytes", max_bytes) if max_bytes is not None else None
     source_table = table
-    services: dict[str, int] = {}  # the table's services' settings, config's where --env
+    services: dict[str, Any] = {}  # the table's services' settings, config's where --env
     keep_columns, notifications = True, None  # a rebuild's: config's where --env
     if env is not None:
         target = _env_target(env, table)
@@ -166,6 +166,12 @@ def merge(
         if not Path(changes).is_dir():
             fail(f"--changes {changes} is not a folder", 2)
         changes = str(Path(changes).resolve())
+    # The library's default unless given.
+    retention: dict[str, Any] = (
+        {}
+        if tombstone_retention_days is None
+        else {"tombstone_retention_days": tombstone_retention_days}
+    )
     options = MergeOptions(
         table=table,
         key=_split(key),
@@ -175,11 +181,7 @@ def merge(
         max_bad_fraction=max_bad_fraction,
         max_files=max_files,
         max_bytes=byte_cap,
-        **(
-            {}
-            if tombstone_retention_days is None
-            else {"tombstone_retention_days": tombstone_retention_days}
-        ),
+        **retention,
     )
     spark_factory = local_spark(warehouse)
     local = LocalFileSystem()

@@ -219,7 +219,7 @@ def dispatch_command(
         raise typer.BadParameter(f"{resume}: not a lake table of {config.env} ({names})")
     fs = AnyFileSystem()
     policy = config.lake.dispatch
-    turn = {
+    turn: dict[str, Any] = {
         "budget": policy.max_concurrent_runs,
         "retry_share": policy.retry_share,
         "turn_seconds": float(policy.turn_seconds()),

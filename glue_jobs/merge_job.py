@@ -132,7 +132,7 @@ class RunFailed(Exception):
 def parse_arguments(argv: list[str]) -> dict[str, str]:
     """Glue's ``getResolvedOptions`` where it exists, argparse with the same names elsewhere."""
     try:
-        from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]
+        from awsglue.utils import getResolvedOptions
     except ImportError:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--JOB_NAME", default="local-merge")
@@ -151,8 +151,8 @@ def parse_arguments(argv: list[str]) -> dict[str, str]:
 def build_session(args: dict[str, str]) -> tuple[Any, Any]:
     """(SparkSession, Glue Job or None)."""
     try:
-        from awsglue.context import GlueContext  # type: ignore[import-not-found]
-        from awsglue.job import Job  # type: ignore[import-not-found]
+        from awsglue.context import GlueContext
+        from awsglue.job import Job
         from pyspark.context import SparkContext
     except ImportError:
         from cdclake_merge.session import local_session
@@ -168,6 +168,12 @@ def merge_options(args: dict[str, str]) -> Any:
     """The run's MergeOptions from the job's arguments (the table's settings in config)."""
     from cdclake_merge.job import MergeOptions
 
+    # Job definitions always pass it; a run by hand without it keeps the library's default.
+    retention: dict[str, Any] = (
+        {"tombstone_retention_days": float(args["tombstone_retention_days"])}
+        if args["tombstone_retention_days"]
+        else {}
+    )
     return MergeOptions(
         table=f"{args['database']}.{args['table'].replace('.', '_')}",
         key=tuple(k for k in args["record_key"].split(",") if k),
@@ -177,12 +183,7 @@ def merge_options(args: dict[str, str]) -> Any:
         exclude_columns=frozenset(c for c in args["exclude_columns"].split(",") if c),
         max_files=_positive(args, "max_files_per_run"),
         max_bytes=_positive(args, "max_bytes_per_run"),
-        # Job definitions always pass it; a run by hand without it keeps the library's default.
-        **(
-            {"tombstone_retention_days": float(args["tombstone_retention_days"])}
-            if args["tombstone_retention_days"]
-            else {}
-        ),
+        **retention,
     )
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from cdclake_merge.schema import Column as ColumnDef
@@ -97,7 +97,7 @@ def history_rows(
     )
 
 
-def _last_image(name: str, before: Window) -> Column:
+def _last_image(name: str, before: WindowSpec) -> Column:
     """Column ``name`` of a version: its own value, or where the change carried none (a
     delete, a TOAST placeholder) the newest real value of the key before it, in the run or
     stored; a delete that finds none keeps what its event held (its before image)."""

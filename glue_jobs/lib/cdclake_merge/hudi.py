@@ -551,7 +551,7 @@ class HudiTable:
         the two): the data is in the table, so the run that finds nothing new does this.
         """
         options = self._options(sync_catalog=True)
-        jvm = spark.sparkContext._jvm
+        jvm: Any = spark.sparkContext._jvm
         properties = jvm.org.apache.hudi.common.config.TypedProperties()
         for name, value in options.items():
             properties.setProperty(name, value)

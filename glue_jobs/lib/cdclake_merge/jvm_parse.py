@@ -27,6 +27,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from py4j.java_gateway import JavaPackage
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -304,7 +305,7 @@ def jvm_function(spark: SparkSession, class_name: str, *arguments: str) -> str:
     key = "\0".join([class_name, *arguments])
     simple = class_name.rsplit(".", 1)[-1].lower()
     name = f"cdclake_{simple}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    udf_class = functools.reduce(getattr, class_name.split("."), spark.sparkContext._jvm)
+    udf_class: Any = functools.reduce(getattr, class_name.split("."), spark.sparkContext._jvm)
     if isinstance(udf_class, JavaPackage):  # py4j's stand-in for a class it cannot find
         raise MissingJars(
             f"{class_name} is not on the Spark classpath: run `make setup` to build "

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -159,7 +159,7 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     # CLI's stdout (`cdclake merge --json`). JVM output belongs on stderr with the logs, and
     # JOL's one-time notes about agents it is told not to attach (JOL_OPTIONS) nowhere: it is
     # initialised here with stdout set aside.
-    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    jvm: Any = spark.sparkContext._jvm
     system = jvm.java.lang.System
     system.setOut(jvm.java.io.PrintStream(jvm.java.io.ByteArrayOutputStream()))
     try:

@@ -7,7 +7,7 @@ docstring names the CDC rule it implements.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame
@@ -96,7 +96,7 @@ def parse_lines(
     driver unifies into the table schema. ``head`` is null: no plan decoded these lines.
     """
 
-    def parse_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    def parse_batches(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         text, long = pa.string(), pa.int64()
@@ -153,7 +153,7 @@ def parse_lines(
             yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
         if signatures or toast_seen:
             meta = {"signatures": [list(s) for s in signatures], "toast": sorted(toast_seen)}
-            row = {name: [None] for name in _PARSED_NAMES}
+            row: dict[str, list[Any]] = {name: [None] for name in _PARSED_NAMES}
             row["kind"] = ["schema"]
             row["row_json"] = [dumps(meta)]
             yield pa.RecordBatch.from_pydict(row, schema=arrow_schema)
