@@ -10,7 +10,10 @@ batch, a column added and a truncate followed by new rows. After each phase ``cd
 --env local`` merges what waits (the merge syncs the stack's metastore over thrift) and each
 table is read back through Trino's ``hudi`` catalog and compared with PostgreSQL: row count,
 each key's values, and the column types Trino reports. The registration Athena chooses its
-reader by (names, input formats, partitions) is read from the metastore.
+reader by (names, input formats, partitions) is read from the metastore. Invoices keeps its
+history (issue #51): read by name through Trino after each phase, it holds every change a
+trigger in PostgreSQL logged, each key's in order, with versions that neither overlap nor
+stay open.
 
 Trino 476's hudi connector reads a merge-on-read table from its base files only, under either
 name (``<table>`` and ``<table>_rt``): it equals the source while no change sits in a log file
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 from collections.abc import Callable
 from decimal import Decimal
@@ -56,6 +60,30 @@ SCHEMA = (
     # placeholder (REPLICA IDENTITY DEFAULT), which the merge must not write.
     "ALTER TABLE public.invoices ALTER COLUMN notes SET STORAGE EXTERNAL",
     "ALTER TABLE public.shipments ALTER COLUMN manifest SET STORAGE EXTERNAL",
+    # The changes PostgreSQL made to invoices, in order, as its history must hold them: a key
+    # change is a delete and a create (as Debezium sends it); a truncate is no row.
+    "CREATE TABLE public.invoices_audit (seq bigserial PRIMARY KEY, op text, id bigint,"
+    " customer text, issued_on date, amount numeric(12,2), notes text)",
+    """CREATE FUNCTION public.invoices_audited() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.id <> NEW.id) THEN
+        INSERT INTO public.invoices_audit (op, id, customer, issued_on, amount, notes)
+        VALUES ('d', OLD.id, OLD.customer, OLD.issued_on, OLD.amount, OLD.notes);
+      END IF;
+      IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND OLD.id <> NEW.id) THEN
+        INSERT INTO public.invoices_audit (op, id, customer, issued_on, amount, notes)
+        VALUES ('c', NEW.id, NEW.customer, NEW.issued_on, NEW.amount, NEW.notes);
+      ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO public.invoices_audit (op, id, customer, issued_on, amount, notes)
+        VALUES ('u', NEW.id, NEW.customer, NEW.issued_on, NEW.amount, NEW.notes);
+      END IF;
+      RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER invoices_audited AFTER INSERT OR UPDATE OR DELETE ON public.invoices"
+    " FOR EACH ROW EXECUTE FUNCTION public.invoices_audited()",
+)
+HISTORY = (
+    "id, _cdc_op, customer, issued_on, amount, notes, _cdc_valid_from, _cdc_valid_to, _cdc_current"
 )
 COLUMNS = {
     INVOICES: ["id", "customer", "issued_on", "amount", "paid_at", "attrs", "notes"],
@@ -86,6 +114,16 @@ TYPES = {
     },
 }
 TOAST = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(100))  # 6,400 chars
+# Key 2 becomes 200 with its TOAST value unchanged: Debezium's create of 200 carries the
+# placeholder, and the merge, which fills it from the same key only, leaves it null (a known
+# bug: test_catalog_key_change_keeps_unchanged_toast_value). The other comparisons leave that
+# one value out, so they hold everything else.
+KEY_CHANGED = 200
+
+
+def _but_key_changed_toast(rows: list[list[Any]], toast: int = -1) -> list[list[Any]]:
+    return [[*r[:toast], None, *r[toast:][1:]] if r[0] == KEY_CHANGED else r for r in rows]
+
 
 Phase = dict[str, dict[str, Any]]
 
@@ -175,6 +213,22 @@ def _read(stack: LocalStack, port: int, table: str, columns: list[str]) -> dict[
     }
 
 
+def _history(stack: LocalStack, port: int) -> dict[str, Any]:
+    """Invoices' history through Trino by name, and the changes PostgreSQL's trigger logged,
+    each key's in order."""
+    name = f"hudi.{DATABASE}.{_lake_name(INVOICES)}_history"
+    rows = local_trino.run_query(port, f"SELECT {HISTORY} FROM {name} ORDER BY id, _cdc_order")
+    with stack.connect() as conn:
+        audit = conn.run(
+            "SELECT id, op, customer, issued_on, amount, notes FROM public.invoices_audit"
+            " ORDER BY id, seq"
+        )
+        live = [row[0] for row in conn.run("SELECT id FROM public.invoices ORDER BY id")]
+    names = HISTORY.split(", ")
+    read = [dict(zip(names, row, strict=True)) for row in rows.rows]
+    return {"trino": read, "audit": audit, "live": live}
+
+
 def _phase(stack: LocalStack, port: int, marker: str, columns: Callable[[str], list[str]]) -> Phase:
     """Each table read after the phase's merge, and the metastore's registration then (the
     tests may run after a later phase)."""
@@ -184,6 +238,7 @@ def _phase(stack: LocalStack, port: int, marker: str, columns: Callable[[str], l
         table: {**_read(stack, port, table, columns(table)), "run": runs.get(table)}
         for table in (INVOICES, SHIPMENTS)
     }
+    phase["history"] = _history(stack, port)
     phase["catalog"] = {
         "formats": registered_formats(stack, DATABASE),
         "partitions": registered_partitions(stack, DATABASE, _lake_name(INVOICES)),
@@ -202,6 +257,15 @@ def changed(stack: LocalStack, port: int) -> Phase:
             _shipment(conn, i)
     joined = stack.reconcile().joined
     assert {INVOICES, SHIPMENTS} <= set(joined), joined
+    # The snapshot's reads before the changes: each key's history then starts with its read,
+    # whatever the order Debezium's window would give reads and changes of the same rows.
+    topic = f"{stack.config.prefix}.{INVOICES}"
+    wait_until(
+        lambda: (
+            {(e.get("after") or {}).get("id") for e in topic_events(stack, topic)} >= {1, 2, 3, 4}
+        ),
+        f"the snapshot's reads in the change files of {topic}",
+    )
     with stack.connect() as conn:
         for i in (5, 6):
             _invoice(conn, i, "2026-01-05", "5.55")
@@ -242,7 +306,20 @@ def test_catalog_after_changes_equals_postgres(changed: Phase, table: str) -> No
     """Both tables' first merge: the merge-on-read one is all base files yet (its first load
     goes through bulk insert and the run's later changes into the same file groups)."""
     read = changed[table]
-    assert read["trino"] == read["postgres"]
+    assert _but_key_changed_toast(read["trino"]) == _but_key_changed_toast(read["postgres"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a key change with an unchanged out-of-line TOAST value: Debezium's create of the "
+    "new key carries the placeholder, which the merge fills from the same key only (null)",
+)
+def test_catalog_key_change_keeps_unchanged_toast_value(changed: Phase, altered: Phase) -> None:
+    notes = {row[0]: row[-1] for row in changed[INVOICES]["trino"]}
+    manifests = {row[0]: row[-1] for row in changed[SHIPMENTS]["trino"]}
+    assert (notes[KEY_CHANGED], manifests[KEY_CHANGED]) == (f"2:{TOAST}", f"2:{TOAST}")
+    versions = [r for r in altered["history"]["trino"] if r["id"] == KEY_CHANGED]
+    assert versions and all(v["notes"] == f"2:{TOAST}" for v in versions)
 
 
 @pytest.mark.parametrize("table", [INVOICES, SHIPMENTS])
@@ -321,3 +398,50 @@ def test_catalog_values_decimal_and_time_exact(changed: Phase) -> None:
     (row,) = [r for r in changed[INVOICES]["trino"] if r[0] == 1]
     assert row[3] == Decimal("101.10")
     assert row[4] == dt.datetime(2026, 3, 2, 8, 11, 12, 345000)
+
+
+def _versions(history: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    by_key: dict[int, list[dict[str, Any]]] = {}
+    for row in history:
+        by_key.setdefault(row["id"], []).append(row)
+    return by_key
+
+
+@pytest.mark.parametrize("phase", ["changed", "altered"])
+def test_history_through_trino_is_every_change_postgres_made(
+    phase: str, request: pytest.FixtureRequest
+) -> None:
+    """One row per change, each key's in order, with the row's values (the unchanged TOAST
+    value filled, a delete's last image; the snapshot's reads are its first rows)."""
+    history = request.getfixturevalue(phase)["history"]
+    columns = ("customer", "issued_on", "amount", "notes")
+    op = {"r": "c"}  # a snapshot read is the row's creation
+    seen = [
+        [r["id"], op.get(r["_cdc_op"], r["_cdc_op"]), *(r[c] for c in columns)]
+        for r in history["trino"]
+    ]
+    expected = [list(row) for row in history["audit"]]
+    assert _but_key_changed_toast(seen) == _but_key_changed_toast(expected)
+
+
+def test_history_through_trino_versions_neither_overlap_nor_stay_open(altered: Phase) -> None:
+    """Each key's versions follow each other (a version closes when the next begins, a delete
+    is a row of empty validity); the only gaps are the truncate's; the keys PostgreSQL holds
+    now have one current row each, their last, and no other key has one."""
+    history = altered["history"]
+    gaps = set()
+    for key, versions in _versions(history["trino"]).items():
+        for before, after in itertools.pairwise(versions):
+            assert before["_cdc_valid_to"] is not None, (key, before)
+            assert before["_cdc_valid_to"] <= after["_cdc_valid_from"], (key, before, after)
+            if before["_cdc_op"] != "d" and before["_cdc_valid_to"] < after["_cdc_valid_from"]:
+                gaps.add(before["_cdc_valid_to"])
+        deletes = [v for v in versions if v["_cdc_op"] == "d"]
+        assert all(v["_cdc_valid_to"] == v["_cdc_valid_from"] for v in deletes), (key, deletes)
+    assert len(gaps) <= 1, gaps  # versions closed at the truncate, before their key came back
+    current = sorted(r["id"] for r in history["trino"] if r["_cdc_current"])
+    assert current == history["live"] == [5, 8]
+    last = {
+        key: versions[-1]["_cdc_current"] for key, versions in _versions(history["trino"]).items()
+    }
+    assert [key for key, is_current in last.items() if is_current] == current
