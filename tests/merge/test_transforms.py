@@ -14,6 +14,7 @@ from cdclake_merge.transforms import (
     changed_rows,
     decode_events,
     drop_truncated,
+    fill_key_changes,
     fill_toast,
     fresh_events,
     latest_per_key,
@@ -53,7 +54,7 @@ def st(id_, name, bio, lsn, op="u", deleted=False):  # type: ignore[no-untyped-d
 def fold(spark, events, state=(), toast=()):  # type: ignore[no-untyped-def]
     events_df = spark.createDataFrame(list(events), EVENT_DDL)
     state_df = spark.createDataFrame(list(state), STATE_DDL)
-    fresh = fresh_events(events_df, state_df, KEY)
+    fresh = fill_key_changes(fresh_events(events_df, state_df, KEY), state_df, KEY, list(toast))
     latest = fill_toast(
         latest_per_key(fresh, KEY, COLUMNS, list(toast)), state_df, KEY, list(toast)
     )
@@ -152,6 +153,47 @@ def test_fill_toast_keeps_real_null_that_is_newer(spark) -> None:  # type: ignor
 def test_fill_toast_without_any_previous_value_is_flagged(spark) -> None:  # type: ignore[no-untyped-def]
     latest, _ = fold(spark, [ev(1, "b", None, 20, toast=["bio"])], toast=["bio"])
     assert latest.collect()[0]["_cdc_toast"] == ["bio"]
+
+
+def _moved_row(spark, events, state=()):  # type: ignore[no-untyped-def]
+    """The new key's (2) bio and unresolved columns after ``events`` move key 1 to it."""
+    latest, _ = fold(spark, events, state, ["bio"])
+    return latest.where(F.col("id") == 2).select("id", "bio", "_cdc_toast")
+
+
+def _expected_moved(spark, bio, toast):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame([(2, bio, toast)], "id int, bio string, _cdc_toast array<string>")
+
+
+# A key change (UPDATE ... SET id = 2 WHERE id = 1) is one WAL record: the delete of the old
+# key and the create of the new one share its position, the create's unchanged bio a placeholder.
+def _key_change(lsn: int) -> list:
+    return [ev(1, None, None, lsn, op="d"), ev(2, "row", None, lsn, op="c", toast=["bio"])]
+
+
+def test_fill_key_changes_old_key_value_from_run_fills_new_key(spark) -> None:  # type: ignore[no-untyped-def]
+    events = [ev(1, "row", "long bio", 10), *_key_change(20)]
+    assert_df_equality(
+        _moved_row(spark, events, [st(1, "row", "older bio", 5)]),
+        _expected_moved(spark, "long bio", []),
+        ignore_nullable=True,
+    )
+
+
+def test_fill_key_changes_old_key_stored_row_fills_new_key(spark) -> None:  # type: ignore[no-untyped-def]
+    assert_df_equality(
+        _moved_row(spark, _key_change(20), [st(1, "row", "stored bio", 5)]),
+        _expected_moved(spark, "stored bio", []),
+        ignore_nullable=True,
+    )
+
+
+def test_fill_key_changes_old_key_without_value_stays_unresolved(spark) -> None:  # type: ignore[no-untyped-def]
+    assert_df_equality(
+        _moved_row(spark, _key_change(20)),
+        _expected_moved(spark, None, ["bio"]),
+        ignore_nullable=True,
+    )
 
 
 def test_drop_truncated_removes_rows_changed_before_the_truncate(spark) -> None:  # type: ignore[no-untyped-def]

@@ -37,6 +37,7 @@ from cdclake_merge.transforms import (
     decoded_lines,
     drop_truncated,
     empty_state,
+    fill_key_changes,
     fill_toast,
     fresh_events,
     latest_per_key,
@@ -450,14 +451,15 @@ def fold(
         else empty_state(spark, columns)
     )
     state = drop_truncated(full_state, truncated_before)
-    fresh = fresh_events(events, state, key)
+    fresh = fill_key_changes(fresh_events(events, state, key), state, key, toast)
     latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
     changed = changed_rows(latest, key, columns)
     history = None
     if sink.history:
         truncates = run_truncates(parsed, previous.truncated_before) if truncating else []
         stored_state = drop_truncated(full_state, previous.truncated_before)
-        history = history_rows(decoded, stored_state, key, columns, truncates)
+        moved = fill_key_changes(decoded, stored_state, key, toast)
+        history = history_rows(moved, stored_state, key, columns, truncates)
     if not truncating:
         return latest, changed, history
     removed = truncated_rows(full_state, changed, key, truncated_before)

@@ -236,6 +236,90 @@ def fresh_events(events: DataFrame, state: DataFrame, key: Sequence[str]) -> Dat
     return joined.where(F.col("_held").isNull() | (F.col(ORDER) > F.col("_held"))).drop("_held")
 
 
+def fill_key_changes(
+    events: DataFrame, state: DataFrame, key: Sequence[str], toast: Sequence[str]
+) -> DataFrame:
+    """Rule: a key change's create takes a placeholder column from the old key.
+
+    PostgreSQL logs an ``UPDATE`` of the key as one WAL record, and its new tuple omits an
+    unchanged out-of-line TOAST value; Debezium emits it as a delete of the old key and a
+    create of the new one at that one position (same ``source.lsn`` and ``sequence``), so a
+    create whose ``_cdc_order`` is a delete's of another key is that key moved. Its
+    placeholder column takes the old key's previous value, as the same key's change would:
+    the newest real value before it in the run, else the old key's stored row. Unresolved
+    there, the placeholder stays for :func:`fill_toast` (null, counted). Both events must be
+    in the run: Kafka partitions by key, so a run that holds one without the other cannot
+    pair them.
+    """
+    if not toast:
+        return events
+    old = [f"_old_{j}" for j in range(len(key))]
+    as_old = [F.col(name).alias(alias) for name, alias in zip(key, old, strict=True)]
+    moves = (
+        events.where(F.col(OP) == "d")
+        .select(F.col(ORDER).alias("_moved_at"), *as_old)
+        .dropDuplicates()
+    )
+    earlier = events.where(F.col(OP) != "d").select(
+        *as_old, F.col(ORDER).alias("_at"), TOAST, *toast
+    )
+    from_run = (
+        moves.join(earlier, old)
+        .where(F.col("_at") < F.col("_moved_at"))
+        .groupBy("_moved_at", *old)
+        .agg(
+            *[
+                F.max(
+                    F.when(
+                        ~F.array_contains(TOAST, name),
+                        F.struct(F.col("_at").alias("o"), F.col(name).alias("v")),
+                    )
+                ).alias(f"_run_{i}")
+                for i, name in enumerate(toast)
+            ]
+        )
+    )
+    stored = state.where(~F.col(DELETED)).select(
+        *as_old, *[F.col(name).alias(f"_stored_{i}") for i, name in enumerate(toast)]
+    )
+    previous = moves.join(from_run, ["_moved_at", *old], "left").join(stored, old, "left")
+    previous = previous.select(
+        "_moved_at",
+        *[
+            F.when(F.col(f"_run_{i}").isNotNull(), F.col(f"_run_{i}.v"))
+            .otherwise(F.col(f"_stored_{i}"))
+            .alias(f"_moved_{i}")
+            for i in range(len(toast))
+        ],
+        *[
+            (F.col(f"_run_{i}").isNotNull() | F.col(f"_stored_{i}").isNotNull()).alias(
+                f"_found_{i}"
+            )
+            for i in range(len(toast))
+        ],
+    )
+    creates = events.where(F.col(OP) == "c").join(
+        previous, F.col(ORDER) == F.col("_moved_at"), "inner"
+    )
+    filled = {
+        name: F.array_contains(TOAST, name) & F.col(f"_found_{i}") for i, name in enumerate(toast)
+    }
+    value = {
+        name: F.when(filled[name], F.col(f"_moved_{i}")).otherwise(F.col(name))
+        for i, name in enumerate(toast)
+    }
+    value[TOAST] = F.array_except(
+        TOAST, F.array(*[F.when(found, F.lit(name)) for name, found in filled.items()])
+    )
+    moved = creates.select(*[value.get(c, F.col(c)).alias(c) for c in events.columns])
+    rest = events.join(
+        previous.select("_moved_at"),
+        (F.col(ORDER) == F.col("_moved_at")) & (F.col(OP) == "c"),
+        "left_anti",
+    )
+    return rest.unionByName(moved)
+
+
 def latest_per_key(
     events: DataFrame, key: Sequence[str], columns: Sequence[ColumnDef], toast: Sequence[str]
 ) -> DataFrame:
