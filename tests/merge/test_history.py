@@ -10,7 +10,7 @@ import pytest
 from chispa import assert_df_equality
 
 from cdclake_merge.history import history_rows
-from cdclake_merge.transforms import order_key
+from cdclake_merge.transforms import fill_key_changes, order_key
 from tests.merge.support import COLUMNS, EVENT_DDL, KEY, STATE_DDL
 
 pytestmark = pytest.mark.spark
@@ -40,7 +40,8 @@ def st(id_: int, name: str | None, lsn: int, bio: str | None = None, deleted: bo
 def history(spark, events, state=(), truncates=()):  # type: ignore[no-untyped-def]
     events_df = spark.createDataFrame(list(events), EVENT_DDL)
     state_df = spark.createDataFrame(list(state), STATE_DDL)
-    return history_rows(events_df, state_df, KEY, COLUMNS, list(truncates))
+    moved = fill_key_changes(events_df, state_df, KEY, list(PLACEHOLDER))  # as the fold does
+    return history_rows(moved, state_df, KEY, COLUMNS, list(truncates))
 
 
 def versions(frame) -> list[tuple[Any, ...]]:  # type: ignore[no-untyped-def]
@@ -79,6 +80,8 @@ EVENTS = [
     *(ev(8, "a", 10, op="c", bio="long"), ev(8, "b", 20, toast=PLACEHOLDER)),  # TOAST in run
     ev(8, "c", 30, toast=PLACEHOLDER),
     ev(9, "b", 20, toast=PLACEHOLDER),  # TOAST from the stored row
+    # key change 11 -> 12: one WAL record, the create's unchanged bio a placeholder
+    *(ev(11, None, 25, op="d"), ev(12, "moved", 25, op="c", toast=PLACEHOLDER)),
 ]
 STATE = [
     st(2, "stored", 20),
@@ -87,6 +90,7 @@ STATE = [
     st(7, "stored", 10, bio="x"),
     st(9, "a", 10, bio="long"),
     st(10, "untouched", 20),  # no change: stays open, no row
+    st(11, "moved", 10, bio="long"),
 ]
 
 
@@ -157,6 +161,10 @@ def test_history_rows_toast_placeholder_takes_the_previous_version_in_the_run(ru
 
 def test_history_rows_toast_placeholder_takes_the_stored_value(rules) -> None:  # type: ignore[no-untyped-def]
     assert [(r[1], r[4]) for r in rules[9]] == [(10, "long"), (20, "long")]
+
+
+def test_history_rows_key_change_first_version_of_new_key_takes_old_keys_value(rules) -> None:  # type: ignore[no-untyped-def]
+    assert rules[12] == [(12, 25, "c", "moved", "long", 25, None, True)]
 
 
 def test_history_rows_truncate_closes_every_open_version_before_it(spark) -> None:  # type: ignore[no-untyped-def]
