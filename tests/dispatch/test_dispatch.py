@@ -208,6 +208,14 @@ def test_dispatch_marker_of_an_uncommitted_version_starts_nothing(world: World) 
     assert not _dispatch(world, ORDERS)[ORDERS].start
 
 
+def test_dispatch_standalone_checkpoint_with_a_marker_starts_nothing(world: World) -> None:
+    # No table, so no commit a marker could name (one left by a table deleted by hand).
+    put_change_file(world, ORDERS, 0)
+    commit_standalone(world, ORDERS, version=1)
+    mark_catalog_unsynced(world, ORDERS, version=1)
+    assert not _dispatch(world, ORDERS)[ORDERS].start
+
+
 def test_dispatch_commit_missing_from_catalog_goes_before_waiting_files(world: World) -> None:
     put_change_file(world, ORDERS, 0)
     commit_everything_listed(world, ORDERS, version=1)

@@ -119,7 +119,6 @@ class Pending:
     """The change files no commit of a table has applied, oldest first in :attr:`oldest`."""
 
     files: tuple[ChangeFile, ...]
-    version: int  # of the last commit (0: none yet)
     catalog_unsynced: bool = False  # the last commit's catalog registration did not finish
 
     @property
@@ -154,4 +153,4 @@ def table_pending(fs: FileSystem, *, warehouse: str, table: str, changes: str) -
         None,
         version + 1,
     )
-    return Pending(files, version, unsynced)
+    return Pending(files, unsynced)
