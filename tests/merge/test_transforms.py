@@ -196,6 +196,31 @@ def test_fill_key_changes_old_key_without_value_stays_unresolved(spark) -> None:
     )
 
 
+def test_fill_key_changes_old_key_deleted_earlier_in_run_takes_no_stored_value(spark) -> None:  # type: ignore[no-untyped-def]
+    # key 1 deleted at 12, moved in from 3 (no value anywhere) at 14, moved on to 2 at 20
+    events = [
+        ev(1, None, None, 12, op="d"),
+        ev(3, None, None, 14, op="d"),
+        ev(1, "row", None, 14, op="c", toast=["bio"]),
+        *_key_change(20),
+    ]
+    assert_df_equality(
+        _moved_row(spark, events, [st(1, "row", "stored bio", 5)]),
+        _expected_moved(spark, None, ["bio"]),
+        ignore_nullable=True,
+    )
+
+
+def test_fill_toast_after_a_delete_in_the_run_takes_no_stored_value(spark) -> None:  # type: ignore[no-untyped-def]
+    # key 2 deleted at 10, then moved in from 1 (no value anywhere) at 20
+    events = [ev(2, None, None, 10, op="d"), *_key_change(20)]
+    assert_df_equality(
+        _moved_row(spark, events, [st(2, "row", "stored bio", 5)]),
+        _expected_moved(spark, None, ["bio"]),
+        ignore_nullable=True,
+    )
+
+
 def test_drop_truncated_removes_rows_changed_before_the_truncate(spark) -> None:  # type: ignore[no-untyped-def]
     state = spark.createDataFrame([st(1, "before", None, 5), st(2, "after", None, 50)], STATE_DDL)
     assert names(drop_truncated(state, o(20))) == [(2, "after")]

@@ -260,12 +260,24 @@ def fill_key_changes(
         .select(F.col(ORDER).alias("_moved_at"), *as_old)
         .dropDuplicates()
     )
+    # the old key's delete before the move ends an earlier life: its values and stored row
+    # are not the moved row's
+    ended = (
+        moves.join(moves.select(*old, F.col("_moved_at").alias("_del_at")), old)
+        .where(F.col("_del_at") < F.col("_moved_at"))
+        .groupBy("_moved_at", *old)
+        .agg(F.max("_del_at").alias("_since"))
+    )
+    moves = moves.join(ended, ["_moved_at", *old], "left")
     earlier = events.where(F.col(OP) != "d").select(
         *as_old, F.col(ORDER).alias("_at"), TOAST, *toast
     )
     from_run = (
         moves.join(earlier, old)
-        .where(F.col("_at") < F.col("_moved_at"))
+        .where(
+            (F.col("_at") < F.col("_moved_at"))
+            & (F.col("_since").isNull() | (F.col("_at") > F.col("_since")))
+        )
         .groupBy("_moved_at", *old)
         .agg(
             *[
@@ -282,7 +294,10 @@ def fill_key_changes(
     stored = state.where(~F.col(DELETED)).select(
         *as_old, *[F.col(name).alias(f"_stored_{i}") for i, name in enumerate(toast)]
     )
-    previous = moves.join(from_run, ["_moved_at", *old], "left").join(stored, old, "left")
+    stored = stored.join(moves.where(F.col("_since").isNull()).select(*old, "_moved_at"), old)
+    previous = moves.join(from_run, ["_moved_at", *old], "left").join(
+        stored, ["_moved_at", *old], "left"
+    )
     previous = previous.select(
         "_moved_at",
         *[
@@ -342,7 +357,8 @@ def latest_per_key(
         ).alias(f"_fill_{i}")
         for i, name in enumerate(toast)
     ]
-    folded = events.groupBy(*key).agg(last, F.count(F.lit(1)).alias("_events"), *fills)
+    gone = F.max(F.when(F.col(OP) == "d", F.col(ORDER))).alias("_gone")
+    folded = events.groupBy(*key).agg(last, F.count(F.lit(1)).alias("_events"), gone, *fills)
     return folded.select(
         *key,
         *[
@@ -350,6 +366,7 @@ def latest_per_key(
             for name in (*value_columns, *METADATA_COLUMNS, TOAST)
         ],
         "_events",
+        "_gone",
         *[f"_fill_{i}" for i in range(len(toast))],
     )
 
@@ -364,24 +381,27 @@ def fill_toast(
     flagged in ``_cdc_toast`` for the run's counts.
     """
     if not toast:
-        return latest.withColumn(TOAST, F.array().cast("array<string>"))
+        return latest.withColumn(TOAST, F.array().cast("array<string>")).drop("_gone")
     previous = state.where(~F.col(DELETED)).select(
         *key, *[F.col(name).alias(f"_prev_{i}") for i, name in enumerate(toast)]
     )
     joined = latest.join(previous, list(key), "left")
     unresolved: list[Column] = []
+    # a delete in the run ends the key's earlier life: neither its values before the delete
+    # nor the stored row are the previous value of a later create's placeholder
+    gone = F.col("_gone")
     for i, name in enumerate(toast):
         placeholder = F.array_contains(TOAST, name)
-        from_run = F.col(f"_fill_{i}")
-        value = F.when(
-            placeholder,
-            F.when(from_run.isNotNull(), from_run["v"]).otherwise(F.col(f"_prev_{i}")),
-        ).otherwise(F.col(name))
-        joined = joined.withColumn(name, value)
-        unresolved.append(
-            F.when(placeholder & from_run.isNull() & F.col(f"_prev_{i}").isNull(), F.lit(name))
+        fill = F.col(f"_fill_{i}")
+        from_run = fill.isNotNull() & (gone.isNull() | (fill["o"] > gone))
+        stored = F.when(gone.isNull(), F.col(f"_prev_{i}"))
+        value = F.when(placeholder, F.when(from_run, fill["v"]).otherwise(stored)).otherwise(
+            F.col(name)
         )
-    drop = [f"_fill_{i}" for i in range(len(toast))] + [f"_prev_{i}" for i in range(len(toast))]
+        joined = joined.withColumn(name, value)
+        unresolved.append(F.when(placeholder & ~from_run & stored.isNull(), F.lit(name)))
+    drop = ["_gone"] + [f"_fill_{i}" for i in range(len(toast))]
+    drop += [f"_prev_{i}" for i in range(len(toast))]
     return joined.withColumn(TOAST, F.filter(F.array(*unresolved), lambda c: c.isNotNull())).drop(
         *drop
     )
