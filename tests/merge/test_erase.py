@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from cdclake_merge.erase import erase_change_files, keep_applied
+import pyarrow.parquet as pq
+import pytest
+
+from cdclake_merge.erase import KeyStillPresent, clean_table, erase_change_files, keep_applied
 from cdclake_merge.pending import CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import FolderPosition, positions_as_json, scan
 from cdclake_merge.storage import LocalFileSystem
 
-from .support import envelope, line
+from .support import Lake, envelope, line
 
 TOPIC = "app.public.orders"
 FOLDER = f"{TOPIC}/partition=0"
@@ -77,3 +82,82 @@ def test_erase_change_files_rewritten_not_pending(tmp_path: Path) -> None:
     checkpoint = json.loads(Path(paths.sidecar, "checkpoints", "v00000001.json").read_text())
     positions = {f: FolderPosition.from_json(p) for f, p in checkpoint["positions"].items()}
     assert scan(LocalFileSystem(), changes, positions).pending == ()
+
+
+@dataclass(frozen=True)
+class ErasedLake:
+    """A lake whose key 2 was inserted, updated twice and deleted, then erased."""
+
+    lake: Lake
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    deleted: int
+    refused: str
+    version_before_rerun: int
+    version_after_rerun: int
+
+
+def _values_in_table_files(root: Path) -> str:
+    """Every value of every data file of the table (parquet pages are compressed: read them),
+    the metadata table's files left out."""
+    texts = [
+        str(pq.read_table(p).to_pylist())
+        for p in root.rglob("*.parquet")
+        if "metadata" not in p.relative_to(root).parts
+    ]
+    return "\n".join(texts)
+
+
+@pytest.fixture(scope="module")
+def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path_factory.mktemp("erase"))
+    lake.write("a.json", [_change("c", 1, 10), _change("c", 2, 11)])
+    lake.merge()
+    lake.write("b.json", [_change("u", 2, 20), _change("u", 2, 21)])
+    lake.merge()
+    lake.write("c.json", [envelope("d", lsn=30, before={"id": 2})])
+    lake.merge()
+    before = lake.visible()
+    try:
+        clean_table(spark, lake.fs, lake.table, _root(lake), {"id": "1"})
+        refused = ""
+    except KeyStillPresent as exc:
+        refused = str(exc)
+    deleted = clean_table(spark, lake.fs, lake.table, _root(lake), KEY)
+    version = lake.sink.load().version
+    lake.merge()
+    return ErasedLake(
+        lake, before, lake.visible(), deleted, refused, version, lake.sink.load().version
+    )
+
+
+def _change(op: str, id_: int, lsn: int) -> dict[str, Any]:
+    return envelope(op, lsn=lsn, after={"id": id_, "v": f"secret-{id_}-{lsn}"})
+
+
+def _root(lake: Lake) -> str:
+    return TablePaths.of(str(lake.warehouse), lake.table).root
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_clean_table_erased_key_in_no_data_file(erased_lake: ErasedLake) -> None:
+    assert "secret-2" not in _values_in_table_files(Path(_root(erased_lake.lake)))
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_clean_table_other_keys_unchanged(erased_lake: ErasedLake) -> None:
+    assert (erased_lake.after, erased_lake.deleted > 0) == (erased_lake.before, True)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_clean_table_key_in_table_refused(erased_lake: ErasedLake) -> None:
+    assert "still holds the key" in erased_lake.refused
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_clean_table_next_merge_commits_nothing(erased_lake: ErasedLake) -> None:
+    assert erased_lake.version_after_rerun == erased_lake.version_before_rerun

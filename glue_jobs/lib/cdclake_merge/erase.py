@@ -10,8 +10,16 @@ every other line was applied unchanged; nothing the table holds depended on the 
 The erase must not run beside a merge run of the same table (the run's commit would name a
 checkpoint written from the old tags).
 
-Not here yet: the lake table's and the history table's clean (parts a and b), quarantine files
-and S3 (only local paths are rewritten).
+The lake table (part a): a key is erased only once the table no longer holds it (deleted at the
+source and the delete merged); older file versions may still hold it, so Hudi's own clean runs
+keeping one version of each file group. That also ends time travel to older commits and the
+restore points a clean would otherwise keep: acceptable for an erase, whose purpose is that no
+older copy remains. The merge's savepoints (its recovery points) protect their commits' file
+versions from any clean, so they are deleted first: a restore to before the erase is no longer
+possible.
+
+Not here yet: MERGE_ON_READ (a compaction of the file groups before the clean), the history
+table (part b), quarantine files and S3 (only local paths are rewritten).
 """
 
 from __future__ import annotations
@@ -25,9 +33,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
 from cdclake_merge.pending import CHECKPOINT_KEY, COMPLETED, TablePaths
 from cdclake_merge.positions import FolderPosition
-from cdclake_merge.storage import LocalFileSystem, is_input, join, local_path
+from cdclake_merge.recovery import HudiProcedures
+from cdclake_merge.storage import FileSystem, LocalFileSystem, is_input, join, local_path
+
+
+class KeyStillPresent(ValueError):
+    """The lake table still holds the key: it was not deleted at the source, or not merged."""
+
+
+def _holds(key: Mapping[str, str]) -> Column:
+    condition = F.lit(True)
+    for column, value in key.items():
+        condition = condition & (F.col(column).cast("string") == F.lit(value))
+    return condition
+
+
+def clean_table(
+    spark: SparkSession, fs: FileSystem, table: str, root: str, key: Mapping[str, str]
+) -> int:
+    """Removes every file version but the latest of ``table`` (registered in the session's
+    catalog: Hudi 0.15's run_clean takes a table name only, not a path) once its current rows
+    hold no row of the key, after deleting every savepoint; returns how many files the clean
+    deleted."""
+    current = spark.read.format("hudi").load(root)
+    if current.filter(_holds(key)).limit(1).count():
+        raise KeyStillPresent(
+            f"{table} still holds the key: delete it at the source and merge before erasing"
+        )
+    procedures = HudiProcedures(spark, root)
+    # A savepoint keeps every file version of its commit from the clean: a restore point
+    # before the erase would keep the key, so it goes (the table's next runs keep new ones).
+    for name in fs.list_dir(join(root, ".hoodie")):
+        if name.endswith(".savepoint"):
+            procedures.delete_savepoint(name.removesuffix(".savepoint"))
+    rows = spark.sql(
+        f"CALL run_clean(table => '{table}', clean_policy => 'KEEP_LATEST_FILE_VERSIONS',"
+        " file_versions_retained => 1)"
+    ).collect()
+    return sum(int(r["total_files_deleted"] or 0) for r in rows)
 
 
 @dataclass(frozen=True)
