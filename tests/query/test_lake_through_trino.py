@@ -115,14 +115,8 @@ TYPES = {
 }
 TOAST = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(100))  # 6,400 chars
 # Key 2 becomes 200 with its TOAST value unchanged: Debezium's create of 200 carries the
-# placeholder, and the merge, which fills it from the same key only, leaves it null (a known
-# bug: test_catalog_key_change_keeps_unchanged_toast_value). The other comparisons leave that
-# one value out, so they hold everything else.
+# placeholder, which the merge fills from key 2's value (the delete at the same position).
 KEY_CHANGED = 200
-
-
-def _but_key_changed_toast(rows: list[list[Any]], toast: int = -1) -> list[list[Any]]:
-    return [[*r[:toast], None, *r[toast:][1:]] if r[0] == KEY_CHANGED else r for r in rows]
 
 
 Phase = dict[str, dict[str, Any]]
@@ -306,14 +300,9 @@ def test_catalog_after_changes_equals_postgres(changed: Phase, table: str) -> No
     """Both tables' first merge: the merge-on-read one is all base files yet (its first load
     goes through bulk insert and the run's later changes into the same file groups)."""
     read = changed[table]
-    assert _but_key_changed_toast(read["trino"]) == _but_key_changed_toast(read["postgres"])
+    assert read["trino"] == read["postgres"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key change with an unchanged out-of-line TOAST value: Debezium's create of the "
-    "new key carries the placeholder, which the merge fills from the same key only (null)",
-)
 def test_catalog_key_change_keeps_unchanged_toast_value(changed: Phase, altered: Phase) -> None:
     notes = {row[0]: row[-1] for row in changed[INVOICES]["trino"]}
     manifests = {row[0]: row[-1] for row in changed[SHIPMENTS]["trino"]}
@@ -421,7 +410,7 @@ def test_history_through_trino_is_every_change_postgres_made(
         for r in history["trino"]
     ]
     expected = [list(row) for row in history["audit"]]
-    assert _but_key_changed_toast(seen) == _but_key_changed_toast(expected)
+    assert seen == expected
 
 
 def test_history_through_trino_versions_neither_overlap_nor_stay_open(altered: Phase) -> None:
