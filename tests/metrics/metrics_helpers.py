@@ -49,7 +49,11 @@ def local_argv(arguments: dict[str, Any], buckets: Path) -> list[str]:
     """The arguments as Glue passes them to the script, each bucket a local folder."""
     argv = ["merge_job.py", "--JOB_NAME", "local"]
     for name, value in arguments.items():
-        if isinstance(value, dict):  # {"Fn::Join": ["", ["s3://", {"Ref": bucket}, "/path/"]]}
+        if isinstance(value, dict) and "Fn::ImportValue" in value:
+            # Another stack's value (the bootstrap function's name): its export's name stands
+            # in, as these runs never invoke it.
+            value = value["Fn::ImportValue"]
+        elif isinstance(value, dict):  # {"Fn::Join": ["", ["s3://", {"Ref": bucket}, "/path/"]]}
             value = "".join(
                 str(buckets / p["Ref"]) if isinstance(p, dict) else p.removeprefix("s3://")
                 for p in value["Fn::Join"][1]
