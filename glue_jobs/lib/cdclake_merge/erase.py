@@ -36,7 +36,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake_merge.pending import CHECKPOINT_KEY, COMPLETED, TablePaths
+from cdclake_merge.pending import COMPLETED, LazyTimeline, TablePaths, newest_checkpoint_name
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import HudiProcedures
 from cdclake_merge.storage import FileSystem, LocalFileSystem, is_input, join, local_path
@@ -151,22 +151,20 @@ def keep_applied(warehouse: str, table: str, changes: str, erased: ErasedFiles) 
     (see the module's docstring); returns how many entries changed."""
     fs = LocalFileSystem()
     paths = TablePaths.of(warehouse, table)
-    names = sorted((n for n in fs.list_dir(paths.timeline) if n.endswith(COMPLETED)), reverse=True)
-    for name in names:
-        extra = json.loads(fs.read_text(join(paths.timeline, name)) or "{}").get("extraMetadata")
-        if extra and CHECKPOINT_KEY in extra:
-            checkpoint_path = join(paths.sidecar, str(extra[CHECKPOINT_KEY]))
-            break
-    else:
+    names = [n for n in fs.list_dir(paths.timeline) if n.endswith(COMPLETED)]
+    named = newest_checkpoint_name(LazyTimeline(fs, paths.timeline, names))
+    if named is None:
         return 0
+    checkpoint_path = join(paths.sidecar, named)
     checkpoint = json.loads(fs.read_text(checkpoint_path))
     root = local_path(changes).rstrip("/")
+    # Each rewritten file's size and tag as the merge's listing now gives them.
+    rewritten = {os.path.relpath(path, root).rpartition("/")[::2] for path, _ in erased.rewritten}
     new_tags: dict[tuple[str, str], tuple[int, str]] = {}
-    for path, _ in erased.rewritten:
-        folder, _, file = os.path.relpath(path, root).rpartition("/")
-        stat = os.stat(path)
-        # The same tag LocalFileSystem.list_folder gives.
-        new_tags[(folder, file)] = (stat.st_size, f"{stat.st_size}:{stat.st_mtime_ns}")
+    for folder in {folder for folder, _ in rewritten}:
+        for entry in fs.list_folder(join(root, folder) if folder else root).files:
+            if (folder, entry.name) in rewritten:
+                new_tags[(folder, entry.name)] = (entry.size, entry.tag)
     changed = 0
     positions = checkpoint.get("positions") or {}
     for folder, value in positions.items():
