@@ -273,7 +273,7 @@ def run_merge(
         rows = history = None
         if columns:
             latest, rows, history = fold(
-                spark, sink, previous, parsed, columns, toast, truncated_before, options.key
+                spark, sink, previous, parsed, columns, toast, truncated_before, options.key, cached
             )
             cached.append(latest)
             count_folded(latest, result)
@@ -429,6 +429,7 @@ def fold(
     toast: Sequence[str],
     truncated_before: str | None,
     key: Sequence[str],
+    cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """Stage 4: per key, the newest change not older than the table's; the rows to write.
 
@@ -449,7 +450,10 @@ def fold(
         align(stored, columns, [*METADATA_COLUMNS, DELETED])
         if stored is not None
         else empty_state(spark, columns)
-    )
+    ).persist()
+    # Read from the table once: the stale check, the key changes' and TOAST fills and the
+    # history each join it, and every join would read the table again.
+    cached.append(full_state)
     state = drop_truncated(full_state, truncated_before)
     fresh = fill_key_changes(fresh_events(events, state, key), state, key, toast)
     latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
