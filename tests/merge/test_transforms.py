@@ -12,6 +12,7 @@ from cdclake_merge.debezium import TableSpec
 from cdclake_merge.job import line_offsets
 from cdclake_merge.transforms import (
     changed_rows,
+    created_placeholders,
     decode_events,
     drop_truncated,
     fill_key_changes,
@@ -169,6 +170,17 @@ def _expected_moved(spark, bio, toast):  # type: ignore[no-untyped-def]
 # key and the create of the new one share its position, the create's unchanged bio a placeholder.
 def _key_change(lsn: int) -> list:
     return [ev(1, None, None, lsn, op="d"), ev(2, "row", None, lsn, op="c", toast=["bio"])]
+
+
+def test_created_placeholders_key_change_names_only_the_creates_columns(spark) -> None:  # type: ignore[no-untyped-def]
+    events = [ev(1, None, "bio", 10, toast=["name"]), *_key_change(20)]
+    frame = spark.createDataFrame(events, EVENT_DDL)
+    assert [r["column"] for r in created_placeholders(frame).collect()] == ["bio"]
+
+
+def test_created_placeholders_updates_alone_name_none(spark) -> None:  # type: ignore[no-untyped-def]
+    events = [ev(1, None, "bio", 10, toast=["name"]), ev(2, "row", None, 11, op="c")]
+    assert created_placeholders(spark.createDataFrame(events, EVENT_DDL)).collect() == []
 
 
 def test_fill_key_changes_old_key_value_from_run_fills_new_key(spark) -> None:  # type: ignore[no-untyped-def]

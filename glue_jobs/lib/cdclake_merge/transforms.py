@@ -236,6 +236,20 @@ def fresh_events(events: DataFrame, state: DataFrame, key: Sequence[str]) -> Dat
     return joined.where(F.col("_held").isNull() | (F.col(ORDER) > F.col("_held"))).drop("_held")
 
 
+def created_placeholders(events: DataFrame) -> DataFrame:
+    """The columns a create carried the unavailable-value placeholder in, one row each.
+
+    Only a key change's create carries one (a new tuple without its unchanged TOAST value),
+    so most runs have none: :func:`fill_key_changes` needs only these columns, and none of
+    its joins when there are none.
+    """
+    return (
+        events.where((F.col(OP) == "c") & (F.size(TOAST) > 0))
+        .select(F.explode(TOAST).alias("column"))
+        .distinct()
+    )
+
+
 def fill_key_changes(
     events: DataFrame, state: DataFrame, key: Sequence[str], toast: Sequence[str]
 ) -> DataFrame:
