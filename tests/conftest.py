@@ -51,6 +51,20 @@ if "CDCLAKE_RDS_CA_BUNDLE" not in os.environ:
 os.environ.setdefault(JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``make test``'s workers, those JVMs also share the classes every one of them loads
+    (tests/class_archive.py; ``CDCLAKE_TEST_CLASS_ARCHIVE=0`` turns it off). Set here, in the
+    controller, before the workers start: they inherit it."""
+    workers = config.getoption("numprocesses", default=None)
+    if hasattr(config, "workerinput") or not workers:
+        return
+    if os.environ.get("CDCLAKE_TEST_CLASS_ARCHIVE", "1") == "0":
+        return
+    from tests.class_archive import start
+
+    os.environ[JAVA_OPTIONS_ENV] = start(os.environ[JAVA_OPTIONS_ENV], JAVA_OPTIONS_ENV)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
