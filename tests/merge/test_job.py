@@ -227,21 +227,39 @@ def _typed(id_: int, lsn: int, value: Any, kafka_type: str) -> dict[str, Any]:
     )
 
 
-def test_run_merge_int32_to_int64_widens(lake: Lake) -> None:
-    lake.write("a.json", [_typed(1, 10, 5, "int32")])
-    lake.merge()
-    lake.write("b.json", [_typed(2, 20, 2**40, "int64")])
-    lake.merge()
-    assert [r["v"] for r in lake.visible()] == [5, 2**40]
-    assert dict(lake.sink.load().columns)["v"] == "bigint"
+def _widening(id_: int, lsn: int, ints: tuple[int, str], floats: tuple[float, str]) -> Any:
+    """A create whose ``v`` (an integer) and ``w`` (a float) have the Kafka types given."""
+    return with_schema(
+        envelope("c", lsn=lsn, after={"id": id_, "v": ints[0], "w": floats[0]}),
+        [
+            {"field": "id", "type": "int32"},
+            {"field": "v", "type": ints[1], "optional": True},
+            {"field": "w", "type": floats[1], "optional": True},
+        ],
+    )
 
 
-def test_run_merge_float32_to_float64_widens(lake: Lake) -> None:
-    lake.write("a.json", [_typed(1, 10, 1.5, "float")])
+@pytest.fixture(scope="module", params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def widened(
+    spark, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Lake:  # type: ignore[no-untyped-def]
+    """Two runs: ``v`` int32 then int64, ``w`` float then double (each test judges one)."""
+    lake = Lake(spark, tmp_path_factory.mktemp("widened"), table_type=request.param)
+    lake.write("a.json", [_widening(1, 10, (5, "int32"), (1.5, "float"))])
     lake.merge()
-    lake.write("b.json", [_typed(2, 20, 2.25, "double")])
+    lake.write("b.json", [_widening(2, 20, (2**40, "int64"), (2.25, "double"))])
     lake.merge()
-    assert dict(lake.sink.load().columns)["v"] == "double"
+    return lake
+
+
+def test_run_merge_int32_to_int64_widens(widened: Lake) -> None:
+    assert [r["v"] for r in widened.visible()] == [5, 2**40]
+    assert dict(widened.sink.load().columns)["v"] == "bigint"
+
+
+def test_run_merge_float32_to_float64_widens(widened: Lake) -> None:
+    assert [r["w"] for r in widened.visible()] == [1.5, 2.25]
+    assert dict(widened.sink.load().columns)["w"] == "double"
 
 
 def test_run_merge_incompatible_type_change_fails_without_commit(lake: Lake) -> None:
