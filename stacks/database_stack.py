@@ -124,6 +124,12 @@ class DatabaseStack(cdk.Stack):
         cdk.CfnOutput(self, "ClusterEndpoint", value=self.cluster.cluster_endpoint.hostname)
         cdk.CfnOutput(self, "ReplicationSecretArn", value=self.replication_secret.secret_arn)
         cdk.CfnOutput(self, "BootstrapFunctionName", value=self.bootstrap.function.function_name)
+        # The lake's merge jobs import the function (a rebuild's snapshot signal). Exported
+        # whether or not anything imports it: an environment whose last lake table goes would
+        # otherwise drop the exports while the deployed lake stack still imports them, and
+        # CloudFormation refuses that update ("Export ... cannot be updated as it is in use").
+        self.export_value(self.bootstrap.function.function_name)
+        self.export_value(self.bootstrap.function.function_arn)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
         cdk.CfnOutput(
             self, "OperatorAccessInstanceId", value=self.operator_access.instance.instance_id

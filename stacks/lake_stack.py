@@ -259,7 +259,9 @@ class LakeStack(cdk.Stack):
             ),
         ]
         for statement in statements:
-            role.add_to_principal_policy(statement)
+            # An environment with no lake table (fan-out only) has no quarantine folder.
+            if statement.resources:
+                role.add_to_principal_policy(statement)
         self._acknowledge_job_role(role)
 
         # CloudWatch Logs encrypts the jobs' log groups with the lake key (security config).

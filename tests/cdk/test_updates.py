@@ -77,6 +77,13 @@ def _fanout_table_removed(raw: dict[str, Any]) -> None:
             table["fanout"] = False
 
 
+def _lake_turned_off(raw: dict[str, Any]) -> None:
+    for table in raw["tables"]:
+        for lake_only in ("expected_rows", "partition_by", "hudi_table_type"):
+            table.pop(lake_only, None)
+        table["lake"], table["fanout"] = False, True
+
+
 @dataclass(frozen=True)
 class Change:
     edit: ConfigEdit
@@ -91,6 +98,9 @@ CHANGES: dict[str, Change] = {
     "consumer_removed": Change(_consumer_removed, removes=("ConsumersOrderNotifications",)),
     "lake_table_removed": Change(_lake_table_removed),
     "table_added": Change(_table_added),
+    # No table left in the lake (fan-out only): its merge jobs go, with their imports of the
+    # replication bootstrap's function (the rebuild's signal) and their failures' queue.
+    "lake_turned_off": Change(_lake_turned_off, removes=("MergeJobFailures",)),
     # A stream holds changes in transit only and is not retained (stacks/components/
     # change_streams.py): it goes with its table.
     "fanout_table_removed": Change(
