@@ -103,8 +103,21 @@ def run_cdclake(
     stack: LocalStack, *args: str, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:
     """``cdclake ARGS`` as a person runs it, against ``stack``, in its own process group."""
+    proc = start_cdclake(stack, *args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = kill_group(proc)
+        command = " ".join(args)
+        raise AssertionError(f"cdclake {command} timed out after {timeout}s:\n{err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def start_cdclake(stack: LocalStack, *args: str) -> subprocess.Popen[str]:
+    """``cdclake ARGS`` started against ``stack`` in its own process group, so that killing
+    the group takes the JVM it starts with it."""
     env = {**os.environ, "CDCLAKE_LOCAL_DIR": str(stack.root)}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "cdclake.cli", *args],
         cwd=REPO_ROOT,
         env=env,
@@ -113,14 +126,13 @@ def run_cdclake(
         text=True,
         start_new_session=True,
     )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        command = " ".join(args)
-        raise AssertionError(f"cdclake {command} timed out after {timeout}s:\n{err}") from None
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGKILL ``proc``'s process group (as a crash or an operator's kill -9 would end it);
+    what it printed."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate()
 
 
 def debezium_rest(stack: LocalStack) -> str:
@@ -147,21 +159,31 @@ def lose_slot(stack: LocalStack, during: Callable[[], None], *, timeout: float =
     """
     rest = debezium_rest(stack)
     requests.put(f"{rest}/stop", timeout=30).raise_for_status()
-    _until(lambda: slot_state(stack) is False, "the slot to become inactive", timeout)
+    until(lambda: slot_state(stack) is False, "the slot to become inactive", timeout)
     slot = stack.config.database.replication.slot
     with stack.connect() as conn:
         conn.run("SELECT pg_drop_replication_slot(:s)", s=slot)
     during()
     requests.put(f"{rest}/resume", timeout=30).raise_for_status()
-    _until(lambda: slot_state(stack) is True, "Debezium to recreate its slot", timeout)
+    until(lambda: slot_state(stack) is True, "Debezium to recreate its slot", timeout)
 
 
-def _until(check: Callable[[], bool], what: str, timeout: float) -> None:
+def until(check: Callable[[], bool], what: str, timeout: float) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.5)
+
+
+def snapshot_signals(stack: LocalStack, table: str) -> set[str]:
+    """The ids of the incremental-snapshot signals naming ``table`` in the lake capture's
+    signal table (the fan-out's is another table)."""
+    signal_table = stack.config.database.replication.signal_table
+    with stack.connect() as conn:
+        rows = conn.run(f"SELECT id, data FROM {signal_table} WHERE type = 'execute-snapshot'")
+    return {str(i) for i, data in rows if table in json.loads(data)["data-collections"]}
 
 
 def row_ids(payloads: list[dict[str, Any]], op: str | None = None) -> set[int]:

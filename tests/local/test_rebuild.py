@@ -1,18 +1,26 @@
 """A rebuild on the real capture path (issue #49): PostgreSQL -> Debezium -> Kafka -> the S3
 sink -> merge -> Hudi -> the catalog, on the session's local stack.
 
-public.prices holds numeric(10,2), integer and text columns, is merged once, then ALTERed to
-numeric(14,4), double precision and integer with DML before and after: the next merge fails
-needing a rebuild. ``cdclake rebuild``'s steps then run in this process's shared
-SparkSession (what ``cdclake rebuild --env local`` runs, without a second JVM): begin and
-signal (the id recorded first), rebuild runs until the snapshot's COMPLETED notification has
-landed and everything listed is applied, the swap. Readers of the catalog entry get the
-whole table with the old types during the rebuild, PostgreSQL's rows and the new types after
-it; ``cdclake validate``'s comparison says equal.
+public.prices holds numeric(10,2), integer and text columns and a `label`, is merged once,
+then ALTERed to numeric(14,4), double precision and integer, `label` dropped and `note` added,
+with DML before and after: the next merge fails needing a rebuild. ``cdclake rebuild --env
+local`` is then run as an operator runs it, as a process, and killed (SIGKILL) once its
+snapshot signal is in the signal table; the rest runs in this process's shared SparkSession
+(no second JVM): a rebuild run that swaps nothing (what readers see during the rebuild), then
+the command's steps again (begin and signal: it continues, signalling nothing; rebuild runs
+until the snapshot's COMPLETED notification has landed and everything listed is applied; the
+swap). Readers of the catalog entry get the whole table with the old types during the rebuild,
+PostgreSQL's rows and the new types after it; ``cdclake validate``'s comparison says equal.
+
+public.prices keeps config's default ``drop_columns: keep``: the policy the dispatcher's own
+rebuilds take unless a table says otherwise, so after the swap the dropped `label` is there,
+null in every row (the snapshot reads no value for it), and the added `note` holds
+PostgreSQL's values (docs/merge-job.md "Schema changes": a rename is that drop and add).
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -21,11 +29,15 @@ import pytest
 
 from cdclake.local.stack import LocalStack
 from tests.local.local_helpers import (
+    kill_group,
     merge_in_session,
     missing_merge_prerequisite,
     pointed_at,
     row_ids,
+    snapshot_signals,
     spark_on_stack_s3,
+    start_cdclake,
+    until,
     wait_for_events,
 )
 
@@ -61,8 +73,10 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         lake_signal,
         local_generation_sink,
         rebuild_locally,
+        sidecar_of,
     )
     from cdclake.validate import local_target, validate_once
+    from cdclake_merge.generations import read_generations
     from cdclake_merge.rebuild import rebuild_step
     from environment.config import load_config
 
@@ -71,11 +85,11 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         with local_stack.connect() as conn:
             conn.run(
                 "CREATE TABLE public.prices (id int PRIMARY KEY, amount numeric(10,2), qty int, "
-                "code text)"
+                "code text, label text)"
             )
             conn.run(
                 "INSERT INTO public.prices "
-                "SELECT g, g * 1.25, g, g::text FROM generate_series(1, 20) g"
+                "SELECT g, g * 1.25, g, g::text, 'l' || g FROM generate_series(1, 20) g"
             )
         assert local_stack.reconcile().joined == [TABLE]
         wait_for_events(local_stack, TOPIC, lambda seen: row_ids(seen, "r") >= set(ROWS))
@@ -88,19 +102,35 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
             conn.run(f"UPDATE public.prices SET amount = 7.77 WHERE id = {UPDATED_BEFORE}")
             conn.run(
                 "ALTER TABLE public.prices ALTER amount TYPE numeric(14,4), "
-                "ALTER qty TYPE double precision, ALTER code TYPE integer USING code::integer"
+                "ALTER qty TYPE double precision, ALTER code TYPE integer USING code::integer, "
+                "DROP COLUMN label, ADD COLUMN note text"
             )
-            conn.run(f"INSERT INTO public.prices VALUES ({ADDED}, 1.2345, 0.5, 21)")
+            conn.run(f"INSERT INTO public.prices VALUES ({ADDED}, 1.2345, 0.5, 21, 'added')")
         wait_for_events(local_stack, TOPIC, lambda seen: ADDED in row_ids(seen, "c"))
         with pytest.raises(Exception, match="needs a rebuild") as refused:
             merge_in_session(spark, TABLE)
         seen["refused"] = str(refused.value)
 
         fs = AnyFileSystem()
-        signal = lake_signal(config, TABLE, dsn=None, secret_id=None, no_ssl=False)
-        seen["state"] = state = begin_and_signal(fs, place, signal)
+        signalled_before = snapshot_signals(local_stack, TABLE)
+        # The command as an operator runs it, killed once its snapshot signal is in the
+        # signal table, before its JVM has started: what the restart must continue.
+        killed = start_cdclake(local_stack, "rebuild", "--env", "local", "--table", TABLE)
+        try:
+            until(
+                lambda: bool(snapshot_signals(local_stack, TABLE) - signalled_before),
+                "cdclake rebuild to send its snapshot signal",
+                timeout=60,
+            )
+        finally:
+            kill_group(killed)
+        seen["killed"] = killed.returncode
+        seen["state"] = state = read_generations(fs, sidecar_of(place))
         with local_stack.connect() as conn:
-            conn.run(f"UPDATE public.prices SET amount = 8.8888 WHERE id = {UPDATED_DURING}")
+            conn.run(
+                f"UPDATE public.prices SET amount = 8.8888, note = 'during' "
+                f"WHERE id = {UPDATED_DURING}"
+            )
         seen["notifications"] = wait_for_events(
             local_stack, NOTIFICATIONS, lambda seen: _completed(seen, state.snapshot_id)
         )
@@ -117,14 +147,30 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         seen["types_during"] = _types(spark, place.lake_table)
         seen["rows_during"] = spark.table(place.lake_table).count()
 
+        # The command run again, in this session: it continues the rebuild, signalling nothing.
+        sent: list[str] = []
+        send = lake_signal(config, TABLE, dsn=None, secret_id=None, no_ssl=False)
+
+        def counted(signal_id: str) -> None:
+            sent.append(signal_id)
+            send(signal_id)
+
+        seen["continued"] = begin_and_signal(fs, place, counted)
+        seen["sent_again"] = sent
         try:
             seen["done"] = rebuild_locally(config, place, timeout=90, spark_factory=lambda: spark)
         except RuntimeError as exc:  # not caught up: each test after the swap says what it misses
             seen["done"] = {"error": str(exc)}
         spark.catalog.refreshTable(place.lake_table)
         seen["types_after"] = _types(spark, place.lake_table)
-        seen["amounts"] = {r["id"]: r["amount"] for r in spark.table(place.lake_table).collect()}
+        after = spark.table(place.lake_table).collect()
+        seen["amounts"] = {r["id"]: r["amount"] for r in after}
+        seen["notes"] = {r["id"]: r["note"] for r in after}
+        seen["labels"] = {r["label"] for r in after}
+        with local_stack.connect() as conn:
+            seen["source_notes"] = dict(conn.run("SELECT id, note FROM public.prices"))
         seen["validated"] = validate_once(local_target("local", TABLE))
+        seen["signals"] = snapshot_signals(local_stack, TABLE) - signalled_before
     yield seen
 
 
@@ -177,3 +223,28 @@ def test_rebuild_local_snapshot_completed_notification_lands_with_the_signal_id(
     assert {
         (n["aggregate_type"], n["type"]) for n in rebuilt["notifications"] if n["id"] == snapshot_id
     } >= {("Incremental Snapshot", "STARTED"), ("Incremental Snapshot", "COMPLETED")}
+
+
+def test_rebuild_local_killed_command_had_begun_and_signalled(rebuilt: dict[str, Any]) -> None:
+    assert rebuilt["killed"] == -signal.SIGKILL
+    assert (rebuilt["state"].building, rebuilt["state"].snapshot_id) == (2, *rebuilt["signals"])
+
+
+def test_rebuild_local_command_run_again_continues_without_a_second_signal(
+    rebuilt: dict[str, Any],
+) -> None:
+    assert rebuilt["sent_again"] == []
+    assert rebuilt["continued"].snapshot_id == rebuilt["state"].snapshot_id
+    assert len(rebuilt["signals"]) == 1
+
+
+def test_rebuild_local_added_column_after_swap_holds_source_values(
+    rebuilt: dict[str, Any],
+) -> None:
+    assert rebuilt["types_after"]["note"] == "string"
+    assert rebuilt["notes"] == rebuilt["source_notes"]
+
+
+def test_rebuild_local_dropped_column_after_swap_kept_null(rebuilt: dict[str, Any]) -> None:
+    assert rebuilt["types_after"]["label"] == "string"
+    assert rebuilt["labels"] == {None}
