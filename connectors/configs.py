@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from environment.config import EnvironmentConfig
 from environment.names import notifications_topic
+from environment.retention import TOPIC_RETENTION_MS
 from environment.tables import TableConfig
 
 CONFIG_PROVIDER = "secretsmanager"
@@ -24,8 +25,6 @@ CONFIG_PROVIDER_CLASS = "com.amazonaws.kafka.config.providers.SecretsManagerConf
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 TOPICS_DIR = "topics"
-# CDC topics keep a week so a stopped sink can catch up; the offsets topic is compacted.
-TOPIC_RETENTION_MS = 7 * 24 * 3600 * 1000
 # Where each capture finds the RDS CA bundle (`make rds-ca`) for ``sslmode=verify-full``
 # unless the stack passes ``rds_ca`` (for MSK Connect: an ``s3_import_reference``).
 MSK_CONNECT_RDS_CA = "/opt/kafka/rds-ca/global-bundle.pem"

@@ -28,6 +28,7 @@ from environment.fanout_settings import (
     PUT_EVENTS_MAX_ATTEMPTS,
 )
 from environment.names import resource_name
+from environment.retention import claim_check_days
 from environment.tables import TableConfig
 from stacks.components.dead_letters import dead_letter_queue
 from stacks.components.log_storage import access_log_bucket, log_group
@@ -96,7 +97,7 @@ class FanOut(Construct):
             server_access_logs_prefix="claim-checks/",
             lifecycle_rules=[
                 s3.LifecycleRule(
-                    expiration=cdk.Duration.days(max(7, fanout.archive_retention_days))
+                    expiration=cdk.Duration.days(claim_check_days(fanout.archive_retention_days))
                 )
             ],
             removal_policy=cdk.RemovalPolicy.RETAIN,

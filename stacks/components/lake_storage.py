@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from environment.lake import LakeConfig
+from environment.retention import noncurrent_version_days
 from stacks.components.log_storage import access_log_bucket
-
-
-def noncurrent_version_days(retain_hours: int) -> int:
-    """Days an overwritten or deleted lake object's old version is kept: ``retain_hours`` in
-    whole days (S3 lifecycle counts days), rounded up so a restore reaches as far as Hudi's
-    cleaner keeps; at least one."""
-    return max(1, math.ceil(retain_hours / 24))
 
 
 class LakeStorage(Construct):

@@ -335,14 +335,14 @@ def _lake_bucket_rules(env: Any) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("hours", "days"), [(1, 1), (24, 1), (25, 2), (49, 3)])
 def test_lake_noncurrent_version_days_whole_days_rounded_up(hours: int, days: int) -> None:
-    from stacks.components.lake_storage import noncurrent_version_days
+    from environment.retention import noncurrent_version_days
 
     assert noncurrent_version_days(hours) == days
 
 
 def test_lake_bucket_noncurrent_versions_expire_after_retain_hours(env: Any) -> None:
     # As far back as Hudi's cleaner keeps file versions (lake.retain_hours), in whole days.
-    from stacks.components.lake_storage import noncurrent_version_days
+    from environment.retention import noncurrent_version_days
 
     expirations = [
         r["NoncurrentVersionExpiration"]["NoncurrentDays"]

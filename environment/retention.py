@@ -1,0 +1,89 @@
+"""How long each copy of a change outlives its row: the Kafka topics' retention, the lake
+bucket's noncurrent object versions, and the dates an erased key's copies that an erase cannot
+reach age out (issue #51 item 2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from environment.config import EnvironmentConfig
+from environment.tables import TableConfig
+
+# CDC topics keep a week so a stopped sink can catch up; the offsets topic is compacted.
+TOPIC_RETENTION_MS = 7 * 24 * 3600 * 1000
+# Kafka deletes a whole segment only once its newest record is past retention; a topic's
+# segment rolls after a week (segment.ms's default), so a record may stay up to both.
+TOPIC_SEGMENT_MS = 7 * 24 * 3600 * 1000
+# The fan-out's claim checks (full events too large for EventBridge) expire after at least this.
+CLAIM_CHECK_MIN_DAYS = 7
+
+
+def noncurrent_version_days(retain_hours: int) -> int:
+    """Days an overwritten or deleted lake object's old version is kept: ``retain_hours`` in
+    whole days (S3 lifecycle counts days), rounded up so a restore reaches as far as Hudi's
+    cleaner keeps; at least one."""
+    return max(1, math.ceil(retain_hours / 24))
+
+
+def claim_check_days(archive_retention_days: int) -> int:
+    """Days a claim check is kept: as long as the bus archive, at least a week."""
+    return max(CLAIM_CHECK_MIN_DAYS, archive_retention_days)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A place an erase cannot reach, and when the last copy there is gone at the latest."""
+
+    place: str
+    until: datetime
+    why: str
+
+
+def _next_midnight(at: datetime) -> datetime:
+    # S3 lifecycle counts whole days from the next midnight UTC after the object changed.
+    day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day + timedelta(days=1)
+
+
+def erase_deadlines(
+    config: EnvironmentConfig, table: TableConfig, erased_at: datetime
+) -> tuple[Deadline, ...]:
+    """The dates the erased key's copies an erase leaves age out. Every copy was written before
+    ``erased_at`` (the key was deleted at the source first), so each date is a bound."""
+    deadlines = [
+        Deadline(
+            "Kafka topics",
+            erased_at + timedelta(milliseconds=TOPIC_RETENTION_MS + TOPIC_SEGMENT_MS),
+            "topic retention plus a segment's age",
+        )
+    ]
+    if table.lake:
+        days = noncurrent_version_days(table.retain_hours or config.lake.retain_hours)
+        deadlines.append(
+            Deadline(
+                "S3 noncurrent versions of the lake table's files",
+                _next_midnight(erased_at) + timedelta(days=days),
+                f"the lake bucket's noncurrent version expiry ({days} d)",
+            )
+        )
+    if table.fanout:
+        deadlines.append(
+            Deadline(
+                "Kinesis change stream",
+                erased_at + timedelta(hours=config.kinesis.retention_hours),
+                "the stream's retention",
+            )
+        )
+        days = claim_check_days(config.fanout.archive_retention_days)
+        deadlines.append(
+            Deadline(
+                "EventBridge archive and its claim checks",
+                # The claim checks outlast the archive; S3 counts from the next midnight.
+                _next_midnight(erased_at) + timedelta(days=days),
+                f"the archive's retention ({config.fanout.archive_retention_days} d), claim "
+                f"checks' expiry ({days} d)",
+            )
+        )
+    return tuple(deadlines)
