@@ -1,4 +1,5 @@
-"""Erasing a key from the change files: its lines gone, gzip kept, the rewrite still applied."""
+"""Erasing a key: from the change files (its lines gone, gzip kept, the rewrite still applied),
+the quarantine, the lake table's files and its history."""
 
 from __future__ import annotations
 
@@ -6,14 +7,23 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 import pytest
 
-from cdclake_merge.erase import KeyStillPresent, clean_table, erase_change_files, keep_applied
+from cdclake_merge.erase import (
+    KeyStillPresent,
+    LakeErasure,
+    erase_change_files,
+    erase_lake,
+    erase_quarantine,
+    keep_applied,
+)
+from cdclake_merge.hudi import HudiTable
 from cdclake_merge.pending import CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import FolderPosition, positions_as_json, scan
+from cdclake_merge.replay import LEDGER, LINES, REPLAYS, listing
 from cdclake_merge.storage import LocalFileSystem
 
 from .support import Lake, envelope, line
@@ -84,50 +94,124 @@ def test_erase_change_files_rewritten_not_pending(tmp_path: Path) -> None:
     assert scan(LocalFileSystem(), changes, positions).pending == ()
 
 
+def _quarantine(root: Path) -> str:
+    """A commit's quarantine rows for keys 2 and 3, and a replay that applied key 3's line."""
+    rows = [
+        {"source_file": "a.json", "line": n, "reason": "bad", "raw": _lines(n).rstrip("\n")}
+        for n in (2, 3)
+    ]
+    folder = root / "quarantine" / "v00000002"
+    folder.mkdir(parents=True)
+    (folder / "part-0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    replay = root / "quarantine" / REPLAYS / "r00000001"
+    replay.mkdir(parents=True)
+    (replay / LINES).write_text(_lines(3))
+    (replay / LEDGER).write_text(json.dumps({"replay": "r00000001", "applied": [_id(3)]}))
+    return str(root / "quarantine")
+
+
+def _id(n: int) -> str:
+    return f"v00000002:a.json:{n}"
+
+
+def _quarantine_text(root: str) -> str:
+    return "".join(p.read_text() for p in Path(root).rglob("*.json") if p.name != LEDGER)
+
+
+def test_erase_quarantine_key_lines_removed_others_kept(tmp_path: Path) -> None:
+    root = _quarantine(tmp_path)
+    erased = erase_quarantine(LocalFileSystem(), root, KEY)
+    text = _quarantine_text(root)
+    assert ("secret-2" in text, text.count("secret-3"), erased.lines) == (False, 2, 1)
+
+
+def test_erase_quarantine_replayed_line_still_replayed(tmp_path: Path) -> None:
+    root = _quarantine(tmp_path)
+    erase_quarantine(LocalFileSystem(), root, {"id": "3"})
+    found = listing(LocalFileSystem(), root)
+    assert ([q.id for q in found.pending], found.replayed) == ([_id(2)], {_id(3): "r00000001"})
+
+
 @dataclass(frozen=True)
 class ErasedLake:
-    """A lake whose key 2 was inserted, updated twice and deleted, then erased."""
+    """A MERGE_ON_READ lake keeping history whose key 2 was inserted, updated twice and
+    deleted (two commits: the second only a log file over the first's base file), erased."""
 
     lake: Lake
     before: list[dict[str, Any]]
     after: list[dict[str, Any]]
-    deleted: int
+    history_before: list[dict[str, Any]]
+    history_after: list[dict[str, Any]]
+    erased: LakeErasure
     refused: str
     version_before_rerun: int
     version_after_rerun: int
 
 
-def _values_in_table_files(root: Path) -> str:
-    """Every value of every data file of the table (parquet pages are compressed: read them),
-    the metadata table's files left out."""
-    texts = [
-        str(pq.read_table(p).to_pylist())
-        for p in root.rglob("*.parquet")
-        if "metadata" not in p.relative_to(root).parts
-    ]
-    return "\n".join(texts)
+def _values_in_files(root: Path) -> str:
+    """Every value of every data file under ``root`` (parquet pages are compressed: read them;
+    log files' records are plain Avro), the metadata table's files left out."""
+    own = [p for p in root.rglob("*") if "metadata" not in p.relative_to(root).parts]
+    texts = [str(pq.ParquetFile(p).read().to_pylist()) for p in own if p.suffix == ".parquet"]
+    logs = [p.read_bytes().decode("latin-1") for p in own if ".log." in p.name]
+    return "\n".join(texts + logs)
+
+
+def _hudi(lake: Lake) -> HudiTable:
+    return cast(HudiTable, lake.sink)
+
+
+def _history(lake: Lake, id_: int) -> list[dict[str, Any]]:
+    rows = lake.spark.read.format("hudi").load(_hudi(lake).history_root).filter(f"id = {id_}")
+    return sorted(
+        (
+            {k: v for k, v in r.asDict().items() if not k.startswith("_hoodie")}
+            for r in rows.collect()
+        ),
+        key=lambda r: str(r["_cdc_order"]),
+    )
 
 
 @pytest.fixture(scope="module")
 def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake:  # type: ignore[no-untyped-def]
-    lake = Lake(spark, tmp_path_factory.mktemp("erase"))
+    lake = Lake(
+        spark,
+        tmp_path_factory.mktemp("erase"),
+        table_type="MERGE_ON_READ",
+        services={"history": 1},
+    )
     lake.write("a.json", [_change("c", 1, 10), _change("c", 2, 11)])
     lake.merge()
-    lake.write("b.json", [_change("u", 2, 20), _change("u", 2, 21)])
+    lake.write(
+        "b.json",
+        [
+            _change("u", 1, 19),
+            _change("u", 2, 20),
+            _change("u", 2, 21),
+            envelope("d", lsn=30, before={"id": 2}),
+        ],
+    )
     lake.merge()
-    lake.write("c.json", [envelope("d", lsn=30, before={"id": 2})])
-    lake.merge()
-    before = lake.visible()
+    before, history_before = lake.visible(), _history(lake, 1)
     try:
-        clean_table(spark, lake.fs, lake.table, _root(lake), {"id": "1"})
+        erase_lake(spark, _hudi(lake), {"id": "1"})
         refused = ""
     except KeyStillPresent as exc:
         refused = str(exc)
-    deleted = clean_table(spark, lake.fs, lake.table, _root(lake), KEY)
+    erased = erase_lake(spark, _hudi(lake), KEY)
     version = lake.sink.load().version
+    after, history_after = lake.visible(), _history(lake, 1)
     lake.merge()
     return ErasedLake(
-        lake, before, lake.visible(), deleted, refused, version, lake.sink.load().version
+        lake,
+        before,
+        after,
+        history_before,
+        history_after,
+        erased,
+        refused,
+        version,
+        lake.sink.load().version,
     )
 
 
@@ -135,29 +219,41 @@ def _change(op: str, id_: int, lsn: int) -> dict[str, Any]:
     return envelope(op, lsn=lsn, after={"id": id_, "v": f"secret-{id_}-{lsn}"})
 
 
-def _root(lake: Lake) -> str:
-    return TablePaths.of(str(lake.warehouse), lake.table).root
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_lake_erased_key_in_no_table_file(erased_lake: ErasedLake) -> None:
+    assert "secret-2" not in _values_in_files(Path(_hudi(erased_lake.lake).root))
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_clean_table_erased_key_in_no_data_file(erased_lake: ErasedLake) -> None:
-    assert "secret-2" not in _values_in_table_files(Path(_root(erased_lake.lake)))
+def test_erase_lake_erased_key_in_no_history_file(erased_lake: ErasedLake) -> None:
+    history = _values_in_files(Path(_hudi(erased_lake.lake).history_root))
+    assert ("secret-2" in history, erased_lake.erased.history_rows) == (False, 4)
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_clean_table_other_keys_unchanged(erased_lake: ErasedLake) -> None:
-    assert (erased_lake.after, erased_lake.deleted > 0) == (erased_lake.before, True)
+def test_erase_lake_other_keys_unchanged(erased_lake: ErasedLake) -> None:
+    assert (erased_lake.after, erased_lake.erased.files_deleted > 0) == (erased_lake.before, True)
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_clean_table_key_in_table_refused(erased_lake: ErasedLake) -> None:
+def test_erase_lake_other_keys_history_unchanged(erased_lake: ErasedLake) -> None:
+    assert (erased_lake.history_after, len(erased_lake.history_before)) == (
+        erased_lake.history_before,
+        2,
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_lake_key_in_table_refused(erased_lake: ErasedLake) -> None:
     assert "still holds the key" in erased_lake.refused
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_clean_table_next_merge_commits_nothing(erased_lake: ErasedLake) -> None:
+def test_erase_lake_next_merge_commits_nothing(erased_lake: ErasedLake) -> None:
     assert erased_lake.version_after_rerun == erased_lake.version_before_rerun

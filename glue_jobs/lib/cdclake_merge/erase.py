@@ -36,10 +36,15 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake_merge.history import HISTORY_SUFFIX, SOURCE_DATE
+from cdclake_merge.hudi import HudiTable
+from cdclake_merge.hudi_options import hudi_options
 from cdclake_merge.pending import COMPLETED, LazyTimeline, TablePaths, newest_checkpoint_name
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import HudiProcedures
+from cdclake_merge.replay import LINES, REPLAYS
 from cdclake_merge.storage import FileSystem, LocalFileSystem, is_input, join, local_path
+from cdclake_merge.transforms import ORDER
 
 
 class KeyStillPresent(ValueError):
@@ -53,18 +58,19 @@ def _holds(key: Mapping[str, str]) -> Column:
     return condition
 
 
-def clean_table(
-    spark: SparkSession, fs: FileSystem, table: str, root: str, key: Mapping[str, str]
-) -> int:
-    """Removes every file version but the latest of ``table`` (registered in the session's
-    catalog: Hudi 0.15's run_clean takes a table name only, not a path) once its current rows
-    hold no row of the key, after deleting every savepoint; returns how many files the clean
-    deleted."""
-    current = spark.read.format("hudi").load(root)
-    if current.filter(_holds(key)).limit(1).count():
-        raise KeyStillPresent(
-            f"{table} still holds the key: delete it at the source and merge before erasing"
-        )
+@dataclass(frozen=True)
+class LakeErasure:
+    """What an erase did to a table and its history: files the cleans deleted, history rows."""
+
+    files_deleted: int
+    history_rows: int
+    history_files_deleted: int
+
+
+def _clean(spark: SparkSession, fs: FileSystem, table: str, root: str) -> int:
+    """Deletes every savepoint of the table at ``root``, then runs Hudi 0.15's run_clean on
+    ``table`` (its catalog name: run_clean takes no path) keeping one version of each file
+    group; returns how many files the clean deleted."""
     procedures = HudiProcedures(spark, root)
     # A savepoint keeps every file version of its commit from the clean: a restore point
     # before the erase would keep the key, so it goes (the table's next runs keep new ones).
@@ -76,6 +82,64 @@ def clean_table(
         " file_versions_retained => 1)"
     ).collect()
     return sum(int(r["total_files_deleted"] or 0) for r in rows)
+
+
+def _uri(path: str) -> str:
+    return path if "://" in path else "file://" + path
+
+
+def _erase_history(spark: SparkSession, sink: HudiTable, key: Mapping[str, str]) -> int:
+    """Deletes every version of the key from ``<table>_history`` (Hudi deletes by the record
+    keys a read filtered on the key columns finds); returns how many rows went."""
+    history = spark.read.format("hudi").load(_uri(sink.history_root))
+    # Hudi's own columns are the stored record's, not the writer's.
+    own = [c for c in history.columns if not c.startswith("_hoodie_")]
+    rows = history.filter(_holds(key)).select(*(f"`{c}`" for c in own)).cache()
+    try:
+        count = rows.count()
+        if count:
+            # The history's own keys and partitioning (HudiTable.write_history's).
+            options = hudi_options(
+                database=sink.database,
+                table=f"{sink.name}{HISTORY_SUFFIX}",
+                record_key=(*sink.key, ORDER),
+                partition_fields=(SOURCE_DATE,),
+                operation="delete",
+                retain_hours=sink.retain_hours,
+                clean_every_commits=sink.clean_every_commits,
+                sync_catalog=sink.sync_catalog,
+            )
+            rows.write.format("hudi").options(**options).mode("append").save(
+                _uri(sink.history_root)
+            )
+        return count
+    finally:
+        rows.unpersist()
+
+
+def erase_lake(spark: SparkSession, sink: HudiTable, key: Mapping[str, str]) -> LakeErasure:
+    """Removes the key from every file of ``sink``'s table (registered in the session's
+    catalog) and of its history table, if it has one, once its current rows hold no row of
+    the key. On MERGE_ON_READ a compaction first rewrites every file group with log files:
+    a log file read together with its base file would otherwise keep the key's older images
+    through the clean, which keeps a file group's latest slice whole."""
+    current = spark.read.format("hudi").load(_uri(sink.root))
+    if current.filter(_holds(key)).limit(1).count():
+        raise KeyStillPresent(
+            f"{sink.table} still holds the key: delete it at the source and merge before erasing"
+        )
+    if sink.table_type == "MERGE_ON_READ":
+        # Scheduled now whatever the table's trigger (every few delta commits) says.
+        spark.sql(
+            f"CALL run_compaction(op => 'scheduleAndExecute', path => '{sink.root}',"
+            " options => 'hoodie.compact.inline.max.delta.commits=1')"
+        )
+    deleted = _clean(spark, sink.fs, sink.table, sink.root)
+    history_rows = history_deleted = 0
+    if sink.fs.exists(join(sink.history_root, ".hoodie")):
+        history_rows = _erase_history(spark, sink, key)
+        history_deleted = _clean(spark, sink.fs, f"{sink.table}{HISTORY_SUFFIX}", sink.history_root)
+    return LakeErasure(deleted, history_rows, history_deleted)
 
 
 @dataclass(frozen=True)
@@ -143,6 +207,43 @@ def erase_change_files(changes: str, key: Mapping[str, str]) -> ErasedFiles:
         if removed:
             _replace(file, data)
             rewritten.append((path, removed))
+    return ErasedFiles(tuple(rewritten))
+
+
+def _quarantined_holds_key(text: str, key: Mapping[str, str]) -> bool:
+    """True where a quarantine row (``{source_file, line, reason, raw}``) quarantined a line
+    of the key."""
+    try:
+        row = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(row, Mapping) and holds_key(str(row.get("raw", "")), key)
+
+
+def erase_quarantine(fs: FileSystem, root: str, key: Mapping[str, str]) -> ErasedFiles:
+    """Rewrites the table's quarantine under ``root`` without the key's lines: the rows of
+    every commit's (or failed run's) folder whose raw line holds it, and the replays' copies
+    of the lines they applied (:mod:`cdclake_merge.replay`'s layout).
+
+    A replay cannot apply a rewritten file's other lines twice: a quarantined line's id is its
+    folder, source file and line number, which the row carries itself, so the ledgers'
+    applied ids still name the same lines; and the removed rows are the erased key's, which
+    no replay may bring back."""
+    rewritten: list[tuple[str, int]] = []
+    for path in fs.list_files(root):
+        name = path.rsplit("/", 1)[-1]
+        if not name.endswith(".json") or name.startswith((".", "_")):
+            continue
+        replayed = path.rsplit("/", 3)[-3] == REPLAYS and name == LINES
+        # Rows end at "\n" only: a raw line may hold U+2028 unescaped.
+        lines = fs.read_text(path).split("\n")
+        if replayed:
+            kept = [text for text in lines if not holds_key(text, key)]
+        else:
+            kept = [text for text in lines if not _quarantined_holds_key(text, key)]
+        if len(kept) < len(lines):
+            fs.write_text(path, "\n".join(kept))
+            rewritten.append((path, len(lines) - len(kept)))
     return ErasedFiles(tuple(rewritten))
 
 
