@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -227,18 +228,19 @@ def spark_on_stack_s3(spark: Any, stack: LocalStack) -> Iterator[None]:
                 conf.set(key, value)
 
 
-def merge_in_session(spark: Any, table: str) -> dict[str, Any]:
+def merge_in_session(spark: Any, table: str, *, config_dir: Path | None = None) -> dict[str, Any]:
     """One merge of a configured table of the running stack, in this process's SparkSession.
 
-    What ``cdclake merge --env local`` runs (run_merge over the table's sink), without a
-    second JVM; the caller points this process at the stack (CDCLAKE_LOCAL_DIR).
+    What ``cdclake merge --env local [--config-dir DIR]`` runs (run_merge over the table's
+    sink), without a second JVM; the caller points this process at the stack
+    (CDCLAKE_LOCAL_DIR).
     """
     from cdclake.ops import AnyFileSystem, local_place
     from cdclake.quarantine import open_table
     from cdclake_merge.job import run_merge
     from environment.config import load_config
 
-    place = local_place(load_config("local"), table)
+    place = local_place(load_config("local", config_dir=config_dir), table)
     options = place.merge_options()
     result = run_merge(lambda: spark, AnyFileSystem(), open_table(place, lambda: spark), options)
     return result.as_dict()

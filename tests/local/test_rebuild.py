@@ -20,6 +20,7 @@ PostgreSQL's values (docs/merge-job.md "Schema changes": a rename is that drop a
 
 from __future__ import annotations
 
+import shutil
 import signal
 from collections.abc import Iterator
 from decimal import Decimal
@@ -29,6 +30,7 @@ import pytest
 
 from cdclake.local.stack import LocalStack
 from tests.local.local_helpers import (
+    REPO_ROOT,
     kill_group,
     merge_in_session,
     missing_merge_prerequisite,
@@ -62,7 +64,9 @@ def _types(spark: Any, table: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
+def rebuilt(
+    local_stack: LocalStack, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """The table through its life: what readers saw during and after the rebuild."""
     reason = missing_merge_prerequisite()
     if reason:
@@ -77,7 +81,7 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
     )
     from cdclake.validate import local_target, validate_once
     from cdclake_merge.generations import read_generations
-    from cdclake_merge.rebuild import rebuild_step
+    from cdclake_merge.rebuild import merge_table, rebuild_step
     from environment.config import load_config
 
     seen: dict[str, Any] = {}
@@ -110,6 +114,21 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         with pytest.raises(Exception, match="needs a rebuild") as refused:
             merge_in_session(spark, TABLE)
         seen["refused"] = str(refused.value)
+        # The rebuild also takes a config change: public.prices becomes MERGE_ON_READ in a
+        # copy of config/, which the live COPY_ON_WRITE table refuses until it is rebuilt.
+        mor_dir = tmp_path_factory.mktemp("config")
+        shutil.copytree(REPO_ROOT / "config", mor_dir, dirs_exist_ok=True)
+        entry = f"  - name: {TABLE}\n"
+        local_yaml = mor_dir / "local.yaml"
+        local_yaml.write_text(
+            local_yaml.read_text().replace(entry, f"{entry}    hudi_table_type: MERGE_ON_READ\n")
+        )
+        with pytest.raises(Exception, match="needs a rebuild") as retyped:
+            merge_in_session(spark, TABLE, config_dir=mor_dir)
+        seen["retyped"] = str(retyped.value)
+        mor = load_config("local", config_dir=mor_dir)
+        mor_place = local_place(mor, TABLE)
+        mor_sink = local_generation_sink(mor, mor_place, lambda: spark, AnyFileSystem())
 
         fs = AnyFileSystem()
         signalled_before = snapshot_signals(local_stack, TABLE)
@@ -140,8 +159,8 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         step = rebuild_step(
             lambda: spark,
             fs,
-            local_generation_sink(config, place, lambda: spark, fs),
-            place.merge_options(),
+            mor_sink,
+            mor_place.merge_options(),
         )
         seen["during"] = step.result.committed and not step.swapped
         seen["types_during"] = _types(spark, place.lake_table)
@@ -158,7 +177,7 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
         seen["continued"] = begin_and_signal(fs, place, counted)
         seen["sent_again"] = sent
         try:
-            seen["done"] = rebuild_locally(config, place, timeout=90, spark_factory=lambda: spark)
+            seen["done"] = rebuild_locally(mor, mor_place, timeout=90, spark_factory=lambda: spark)
         except RuntimeError as exc:  # not caught up: each test after the swap says what it misses
             seen["done"] = {"error": str(exc)}
         spark.catalog.refreshTable(place.lake_table)
@@ -171,6 +190,16 @@ def rebuilt(local_stack: LocalStack, spark: Any) -> Iterator[dict[str, Any]]:
             seen["source_notes"] = dict(conn.run("SELECT id, note FROM public.prices"))
         seen["validated"] = validate_once(local_target("local", TABLE))
         seen["signals"] = snapshot_signals(local_stack, TABLE) - signalled_before
+        properties = fs.read_text(f"{mor_sink(2, False).root}/.hoodie/hoodie.properties")
+        seen["table_type"] = dict(
+            line.split("=", 1) for line in properties.splitlines() if "=" in line
+        )["hoodie.table.type"]
+        try:  # as `cdclake merge --env local` runs it: into the live generation
+            seen["merged_after"] = merge_table(
+                lambda: spark, fs, mor_sink, mor_place.merge_options()
+            ).as_dict()
+        except Exception as exc:  # the test on it says why
+            seen["merged_after"] = {"error": str(exc)}
     yield seen
 
 
@@ -248,3 +277,19 @@ def test_rebuild_local_added_column_after_swap_holds_source_values(
 def test_rebuild_local_dropped_column_after_swap_kept_null(rebuilt: dict[str, Any]) -> None:
     assert rebuilt["types_after"]["label"] == "string"
     assert rebuilt["labels"] == {None}
+
+
+def test_rebuild_local_merge_with_mor_config_before_rebuild_refused(
+    rebuilt: dict[str, Any],
+) -> None:
+    assert "created otherwise than its config says" in rebuilt["retyped"]
+
+
+def test_rebuild_local_live_generation_after_swap_is_merge_on_read(
+    rebuilt: dict[str, Any],
+) -> None:
+    assert rebuilt["table_type"] == "MERGE_ON_READ"
+
+
+def test_rebuild_local_merge_with_mor_config_after_swap_runs(rebuilt: dict[str, Any]) -> None:
+    assert "error" not in rebuilt["merged_after"], rebuilt["merged_after"]["error"]

@@ -539,7 +539,10 @@ class HudiTable:
         java_schema = spark._jsparkSession.parseDataType(StructType(data).json())
         catalog = spark._jsparkSession.sharedState().externalCatalog()
         for name in names:
-            catalog.alterTableDataSchema(self.database, name, java_schema)
+            # A table type changed by the rebuild (COPY_ON_WRITE -> MERGE_ON_READ) has no
+            # `_rt` entry yet: the sync below creates it with these columns.
+            if catalog.tableExists(self.database, name):
+                catalog.alterTableDataSchema(self.database, name, java_schema)
         self.register(spark, state)
         for name in names:  # this session's cached plan of the entry read the old generation
             spark.catalog.refreshTable(f"`{self.database}`.`{name}`")
