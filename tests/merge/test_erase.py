@@ -125,6 +125,12 @@ def test_erase_quarantine_key_lines_removed_others_kept(tmp_path: Path) -> None:
     assert ("secret-2" in text, text.count("secret-3"), erased.lines) == (False, 2, 1)
 
 
+def test_erase_quarantine_replayed_copy_removed(tmp_path: Path) -> None:
+    root = _quarantine(tmp_path)
+    erase_quarantine(LocalFileSystem(), root, {"id": "3"})
+    assert "secret-3" not in _quarantine_text(root)
+
+
 def test_erase_quarantine_replayed_line_still_replayed(tmp_path: Path) -> None:
     root = _quarantine(tmp_path)
     erase_quarantine(LocalFileSystem(), root, {"id": "3"})
