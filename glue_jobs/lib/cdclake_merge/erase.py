@@ -18,8 +18,11 @@ older copy remains. The merge's savepoints (its recovery points) protect their c
 versions from any clean, so they are deleted first: a restore to before the erase is no longer
 possible.
 
-Not here yet: MERGE_ON_READ (a compaction of the file groups before the clean), the history
-table (part b), quarantine files and S3 (only local paths are rewritten).
+The history table (part b) loses every version of the key, then is cleaned the same way; the
+quarantine's rows of the key and the replays' copies go (:func:`erase_quarantine`).
+
+Not here yet: change files on S3 (:func:`erase_change_files` and :func:`keep_applied` read and
+write local paths; the quarantine goes through :class:`FileSystem`).
 """
 
 from __future__ import annotations
