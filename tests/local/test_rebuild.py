@@ -185,7 +185,7 @@ def rebuilt(
         after = spark.table(place.lake_table).collect()
         seen["amounts"] = {r["id"]: r["amount"] for r in after}
         seen["notes"] = {r["id"]: r["note"] for r in after}
-        seen["labels"] = {r["label"] for r in after}
+        seen["labels"] = {r.asDict().get("label", "left out") for r in after}
         with local_stack.connect() as conn:
             seen["source_notes"] = dict(conn.run("SELECT id, note FROM public.prices"))
         seen["validated"] = validate_once(local_target("local", TABLE))
