@@ -16,13 +16,11 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import suppress
 from pathlib import Path
 
 CLI = [sys.executable, "-m", "cdclake.cli"]
@@ -30,20 +28,9 @@ QUIET = "-Xlog:cds*=off"
 BUILD_SECONDS = 300
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _kill_group(pgid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 def _build(folder: Path, java_options: str, env_name: str, final: Path) -> None:
+    from cdclake.local import processes
+
     partial = folder / "building.jsa"
     changes = folder / "generated"
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
@@ -53,23 +40,20 @@ def _build(folder: Path, java_options: str, env_name: str, final: Path) -> None:
     merge = [*CLI, "merge", "--changes", str(changes / "topics"), "--warehouse"]
     merge += [str(folder / "warehouse"), "--table", "cds.orders", "--key", "id", "--json"]
     dumping = f"{java_options} -XX:ArchiveClassesAtExit={partial} {QUIET}".strip()
-    process = subprocess.Popen(
-        merge, env={**os.environ, env_name: dumping}, start_new_session=True, **quiet
+    build = processes.spawn(
+        "class archive", merge, log=folder / "build.log", env={**os.environ, env_name: dumping}
     )
-    atexit.register(_kill_group, process.pid)
+    # Stopped by its start time, not its PID alone: a PID reused by another test's server
+    # (a session leader as this one is) is never signalled.
+    atexit.register(processes.kill, build)
     deadline = time.monotonic() + BUILD_SECONDS
-    try:
-        if process.wait(timeout=BUILD_SECONDS) != 0:
+    # The JVM outlives the CLI's Python process while it writes the archive.
+    while processes.group_members(build.pid):
+        if time.monotonic() > deadline:
+            processes.kill(build)
             return
-        # The JVM outlives the CLI's Python process while it writes the archive.
-        while _group_alive(process.pid):
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
-    except subprocess.TimeoutExpired:
-        return
-    finally:
-        _kill_group(process.pid)
+        time.sleep(0.2)
+    processes.kill(build)  # reaps the CLI's process, long exited
     check = ["java", f"-XX:SharedArchiveFile={partial}", QUIET, "-version"]
     if partial.is_file() and subprocess.run(check, check=False, **quiet).returncode == 0:  # type: ignore[call-overload]
         partial.rename(final)
