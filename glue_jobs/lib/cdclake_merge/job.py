@@ -456,8 +456,9 @@ def fold(
     # history each join it, and every join would read the table again.
     cached.append(full_state)
     state = drop_truncated(full_state, truncated_before)
-    # One small action spares the key changes' fill its joins in runs without a key change.
-    moved = sorted(row["column"] for row in created_placeholders(decoded).collect())
+    # One small action spares the key changes' fill its joins in runs without a key change;
+    # none at all in runs that carried no placeholder.
+    moved = sorted(r["column"] for r in created_placeholders(decoded).collect()) if toast else []
     fresh = fill_key_changes(fresh_events(events, state, key), state, key, moved)
     latest = fill_toast(latest_per_key(fresh, key, columns, toast), state, key, toast).persist()
     changed = changed_rows(latest, key, columns)
