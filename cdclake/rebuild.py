@@ -256,7 +256,7 @@ def rebuild(
     if config.lake_table(place.source_table).history:
         fail(HISTORY_REFUSED.format(table=place.lake_table), 2)
     before = read_generations(fs, sidecar_of(place))
-    if before.snapshot_id is None and env != "local" and dsn is None:
+    if not (before.snapshot_id and before.signal_sent) and env != "local" and dsn is None:
         fail(
             f"--env {env}: the rebuild's snapshot signal needs the database: give --dsn "
             "(an SSM port forward, docs/database.md)",

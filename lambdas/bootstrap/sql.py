@@ -352,12 +352,18 @@ def signal_incremental_snapshot(
     """Ask Debezium for an incremental snapshot of ``tables`` (a row in a capture's signal
     table, read from the WAL by the capture whose ``signal.data.collection`` it is); returns
     the signal id: ``signal_id``, or a new one. Debezium's notifications of the snapshot carry
-    that id (a rebuild records it before sending, to find the snapshot's end)."""
+    that id (a rebuild records it before sending, to find the snapshot's end). An id already in
+    the signal table is not inserted again: a rebuild killed after its signal, before marking it
+    sent, sends the same id again, and Debezium must see one signal, one snapshot."""
     signal_id = signal_id or str(uuid.uuid4())
     data = json.dumps({"data-collections": list(tables), "type": "incremental"})
+    # NOT EXISTS rather than ON CONFLICT: a signal table a user created (bring your own
+    # database) need not have Debezium's documented primary key.
+    table = qualified(signal_table)
     conn.run(
-        f"INSERT INTO {qualified(signal_table)} (id, type, data) "
-        "VALUES (:id, 'execute-snapshot', :data)",
+        f"INSERT INTO {table} (id, type, data) "
+        "SELECT CAST(:id AS varchar), 'execute-snapshot', :data "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE id = CAST(:id AS varchar))",
         id=signal_id,
         data=data,
     )

@@ -59,6 +59,14 @@ def test_rebuild_signal_lake_table_one_row_with_the_id_in_the_lake_signal_table(
     assert deployed.signals(FANOUT_SIGNAL) == []
 
 
+def test_rebuild_signal_same_id_again_leaves_one_row(deployed: Database) -> None:
+    # A rebuild killed after the row landed, before it marked the signal sent, sends it again.
+    _signal("public.orders")
+    assert _signal("public.orders") == {"Table": "public.orders", "SignalId": SIGNAL_ID}
+
+    assert [r[0] for r in deployed.owner.run(f"SELECT id FROM {LAKE_SIGNAL}")] == [SIGNAL_ID]
+
+
 def test_rebuild_signal_table_the_lake_does_not_capture_refused(deployed: Database) -> None:
     with pytest.raises(ValueError, match=r"public\.payments is not a table the lake captures"):
         _signal("public.payments")

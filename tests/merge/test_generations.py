@@ -5,6 +5,7 @@ are, and the columns a rebuild keeping dropped columns starts from."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,13 @@ import pytest
 
 from cdclake_merge.generations import (
     Generations,
+    begin_rebuild,
     begin_signalled,
     caught_up,
     kept_columns,
     notifications_beside,
     read_generations,
+    record_signal,
     snapshot_finished,
 )
 from cdclake_merge.positions import FolderPosition
@@ -181,7 +184,7 @@ def test_begin_signalled_records_the_id_before_sending_it(tmp_path: Path) -> Non
 
     state = _signalled(tmp_path, signal)
     assert state.building == 2 and state.snapshot_id is not None
-    assert sent == [(state.snapshot_id, state)]
+    assert sent == [(state.snapshot_id, replace(state, signal_sent=False))] and state.signal_sent
 
 
 def test_begin_signalled_rebuild_already_signalled_sends_nothing(tmp_path: Path) -> None:
@@ -191,15 +194,28 @@ def test_begin_signalled_rebuild_already_signalled_sends_nothing(tmp_path: Path)
     assert again == first and sent == [first.snapshot_id]
 
 
-def test_begin_signalled_failed_signal_leaves_it_unsignalled_for_the_next(tmp_path: Path) -> None:
-    def refused(signal_id: str) -> None:
+def test_begin_signalled_failed_signal_sends_the_same_id_next_time(tmp_path: Path) -> None:
+    def refused(signal_id: str) -> None:  # it may have reached the table before failing
         raise ConnectionError("the database is unreachable")
 
     with pytest.raises(ConnectionError):
         _signalled(tmp_path, refused)
     sidecar = str(tmp_path / "_cdclake" / "public_orders")
     left = read_generations(LocalFileSystem(), sidecar)
-    assert left.building == 2 and left.snapshot_id is None
+    assert left.building == 2 and left.snapshot_id is not None and not left.signal_sent
     sent: list[str] = []
     retried = _signalled(tmp_path, sent.append)
-    assert retried.building == 2 and sent == [retried.snapshot_id]
+    assert retried.signal_sent and sent == [left.snapshot_id] == [retried.snapshot_id]
+
+
+def test_begin_signalled_killed_between_record_and_signal_sends_the_recorded_id(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "changes").mkdir()
+    sidecar = str(tmp_path / "_cdclake" / "public_orders")
+    begin_rebuild(LocalFileSystem(), sidecar, str(tmp_path / "changes"))
+    record_signal(LocalFileSystem(), sidecar, "snap-1")  # then the process was killed
+    sent: list[str] = []
+    state = _signalled(tmp_path, sent.append)
+    assert sent == ["snap-1"] and state.snapshot_id == "snap-1" and state.signal_sent
+    assert read_generations(LocalFileSystem(), sidecar) == state

@@ -46,7 +46,13 @@ class Generations:
     # where the generation being built starts reading, nothing older.
     start: dict[str, Any] = field(default_factory=dict)
     began_at: str | None = None  # ISO time (UTC) the rebuild began
-    snapshot_id: str | None = None  # the incremental snapshot's signal id, once it is sent
+    snapshot_id: str | None = (
+        None  # the incremental snapshot's signal id, recorded before it is sent
+    )
+    # False from the id's record until the signal table took it: a run killed in between sends
+    # the same id again (the table keeps an id once), rather than waiting for a snapshot no
+    # signal started. True for a state written before this field: its id was sent.
+    signal_sent: bool = True
     catalog_pending: bool = False  # the swap named the live generation; the catalog is next
     retired: int | None = None  # the generation the swap replaced, until it is removed
     # The live generation's version when the swap named it: a run past it has committed
@@ -128,30 +134,31 @@ def begin_signalled(
 ) -> Generations:
     """The rebuild in progress, begun if none is (:func:`begin_rebuild`), with its snapshot
     signalled: a new id recorded in the state object, then ``signal(id)`` (its runs look for
-    that id's COMPLETED notification). After the listing, never before: a snapshot read written
-    before it would be skipped as already listed. A rebuild already signalled is returned as it
-    is (the snapshot Debezium started goes on across restarts); a signal that fails leaves the
-    rebuild unsignalled, for the next try."""
+    that id's COMPLETED notification), then the signal marked sent. After the listing, never
+    before: a snapshot read written before it would be skipped as already listed. A rebuild
+    whose signal was sent is returned as it is (the snapshot Debezium started goes on across
+    restarts); one whose id is recorded but not marked sent (killed or refused in between) sends
+    the same id again, so ``signal`` must take an id once (the signal table's primary key)."""
     state = begin_rebuild(fs, sidecar, changes, changes_fs)
-    if state.snapshot_id is not None:
+    if state.snapshot_id is not None and state.signal_sent:
         return state
-    state = record_signal(fs, sidecar, str(uuid.uuid4()))
+    if state.snapshot_id is None:
+        state = record_signal(fs, sidecar, str(uuid.uuid4()))
     assert state.snapshot_id is not None
-    try:
-        signal(state.snapshot_id)
-    except BaseException:
-        write_generations(fs, sidecar, replace(state, snapshot_id=None))
-        raise
-    return state
+    signal(state.snapshot_id)
+    sent = replace(state, signal_sent=True)
+    write_generations(fs, sidecar, sent)
+    return sent
 
 
 def record_signal(fs: FileSystem, sidecar: str, snapshot_id: str) -> Generations:
     """The rebuild in progress with the id of the snapshot signal about to be sent: written
-    before the signal, so the rebuild's runs look for that snapshot's end."""
+    before the signal, so the rebuild's runs look for that snapshot's end, and not marked sent
+    until it is (:func:`begin_signalled`)."""
     state = read_generations(fs, sidecar)
     if state.building is None:
         raise ValueError("no rebuild is in progress: begin one before sending its signal")
-    signalled = replace(state, snapshot_id=snapshot_id)
+    signalled = replace(state, snapshot_id=snapshot_id, signal_sent=False)
     write_generations(fs, sidecar, signalled)
     return signalled
 
