@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -281,3 +283,26 @@ def outcome_rows(parsed: list[Any]) -> list[tuple[Any, ...]]:
             )
         )
     return sorted(rows, key=repr)
+
+
+@contextmanager
+def moto_bucket(bucket: str) -> Iterator[Any]:
+    """An S3 client with ``bucket`` on moto in process, started without resetting other
+    areas' backends; the bucket is emptied and deleted after."""
+    import boto3
+    import moto
+
+    mock = moto.mock_aws()
+    mock.start(reset=False)
+    try:
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=bucket)
+        try:
+            yield client
+        finally:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                for item in page.get("Contents", []):
+                    client.delete_object(Bucket=bucket, Key=item["Key"])
+            client.delete_bucket(Bucket=bucket)
+    finally:
+        mock.stop(remove_data=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -24,10 +25,19 @@ from cdclake_merge.hudi import HudiTable
 from cdclake_merge.pending import CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import FolderPosition, positions_as_json, scan
 from cdclake_merge.replay import LEDGER, LINES, REPLAYS, listing
-from cdclake_merge.storage import LocalFileSystem
+from cdclake_merge.storage import (
+    FileSystem,
+    HadoopFileSystem,
+    LocalFileSystem,
+    S3FileSystem,
+    is_input,
+    join,
+    list_folder,
+)
 
-from .support import Lake, envelope, line
+from .support import Lake, envelope, line, moto_bucket
 
+BUCKET = "erase-changes"
 TOPIC = "app.public.orders"
 FOLDER = f"{TOPIC}/partition=0"
 KEY = {"id": "2"}
@@ -39,26 +49,40 @@ def _lines(*ids: int) -> str:
     )
 
 
-def _world(tmp_path: Path) -> tuple[str, str]:
+@pytest.fixture(scope="module")
+def s3_erase_root() -> Iterator[tuple[S3FileSystem, str]]:
+    with moto_bucket(BUCKET) as client:
+        yield S3FileSystem(client), f"s3://{BUCKET}/lake"
+
+
+@pytest.fixture(params=["local", "hadoop", "s3"])
+def file_system(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FileSystem, str]:
+    """Where a Glue run (Hadoop, S3 listed through boto3), an operator command (S3) or the
+    local stack (local) meets the change files."""
+    if request.param == "local":
+        return LocalFileSystem(), str(tmp_path)
+    if request.param == "hadoop":
+        return HadoopFileSystem(request.getfixturevalue("spark")), tmp_path.as_uri()
+    fs, root = request.getfixturevalue("s3_erase_root")
+    return fs, f"{root}/{tmp_path.name}"
+
+
+def _world(fs: FileSystem, root: str) -> tuple[str, TablePaths]:
     """Two applied files (one gzip, one plain and still recent) and the checkpoint naming them."""
-    changes = tmp_path / "changes"
-    folder = changes / FOLDER
-    folder.mkdir(parents=True)
-    old = folder / f"{TOPIC}+0+0000000000.json.gz"
-    old.write_bytes(gzip.compress(_lines(1, 2).encode()))
-    new = folder / f"{TOPIC}+0+0000000002.json"
-    new.write_text(_lines(2, 3))
-    listed = {e.name: e for e in LocalFileSystem().list_folder(str(folder)).files}
-    position = FolderPosition(
-        after=old.name, recent=((new.name, listed[new.name].size, listed[new.name].tag),)
+    changes = join(root, "changes")
+    folder = join(changes, FOLDER)
+    old, new = f"{TOPIC}+0+0000000000.json.gz", f"{TOPIC}+0+0000000002.json"
+    fs.write_bytes(join(folder, old), gzip.compress(_lines(1, 2).encode()))
+    fs.write_bytes(join(folder, new), _lines(2, 3).encode())
+    listed = {e.name: e for e in list_folder(fs, folder).files}
+    position = FolderPosition(after=old, recent=((new, listed[new].size, listed[new].tag),))
+    paths = TablePaths.of(join(root, "wh"), "db.orders")
+    fs.write_text(
+        join(paths.timeline, "20260101000000000.commit"),
+        json.dumps({"extraMetadata": {CHECKPOINT_KEY: "checkpoints/v00000001.json"}}),
     )
-    paths = TablePaths.of(str(tmp_path / "wh"), "db.orders")
-    Path(paths.timeline).mkdir(parents=True)
-    Path(paths.timeline, "20260101000000000.commit").write_text(
-        json.dumps({"extraMetadata": {CHECKPOINT_KEY: "checkpoints/v00000001.json"}})
-    )
-    Path(paths.sidecar, "checkpoints").mkdir(parents=True)
-    Path(paths.sidecar, "checkpoints", "v00000001.json").write_text(
+    fs.write_text(
+        join(paths.sidecar, "checkpoints", "v00000001.json"),
         json.dumps(
             {
                 "positions": positions_as_json(
@@ -69,29 +93,36 @@ def _world(tmp_path: Path) -> tuple[str, str]:
                     }
                 )
             }
-        )
+        ),
     )
-    return str(changes), str(tmp_path / "wh")
+    return changes, paths
 
 
-def test_erase_change_files_key_lines_removed_others_kept(tmp_path: Path) -> None:
-    changes, _ = _world(tmp_path)
-    erased = erase_change_files(changes, KEY)
-    data = b"".join(
-        gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-        for p in sorted(Path(changes).rglob("*.json*"))
+def _change_text(fs: FileSystem, changes: str) -> bytes:
+    files = sorted(p for p in fs.list_files(changes) if is_input(p))
+    return b"".join(
+        gzip.decompress(fs.read_bytes(p)) if p.endswith(".gz") else fs.read_bytes(p) for p in files
     )
+
+
+def test_erase_change_files_key_lines_removed_others_kept(
+    file_system: tuple[FileSystem, str],
+) -> None:
+    fs, root = file_system
+    changes, _ = _world(fs, root)
+    erased = erase_change_files(fs, changes, KEY)
+    data = _change_text(fs, changes)
     assert (b"secret-2" not in data, data.count(b"secret-"), erased.lines) == (True, 2, 2)
 
 
-def test_erase_change_files_rewritten_not_pending(tmp_path: Path) -> None:
-    changes, warehouse = _world(tmp_path)
-    erased = erase_change_files(changes, KEY)
-    keep_applied(warehouse, "db.orders", changes, erased)
-    paths = TablePaths.of(warehouse, "db.orders")
-    checkpoint = json.loads(Path(paths.sidecar, "checkpoints", "v00000001.json").read_text())
+def test_erase_change_files_rewritten_not_pending(file_system: tuple[FileSystem, str]) -> None:
+    fs, root = file_system
+    changes, paths = _world(fs, root)
+    erased = erase_change_files(fs, changes, KEY)
+    keep_applied(fs, paths, changes, erased)
+    checkpoint = json.loads(fs.read_text(join(paths.sidecar, "checkpoints", "v00000001.json")))
     positions = {f: FolderPosition.from_json(p) for f, p in checkpoint["positions"].items()}
-    assert scan(LocalFileSystem(), changes, positions).pending == ()
+    assert scan(fs, changes, positions).pending == ()
 
 
 def _quarantine(root: Path) -> str:

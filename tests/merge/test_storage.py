@@ -8,33 +8,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from cdclake_merge.generations import Generations, read_generations
 from cdclake_merge.storage import FileSystem, HadoopFileSystem, LocalFileSystem, S3FileSystem
+
+from .support import moto_bucket
 
 BUCKET = "storage-contract"
 
 
 @pytest.fixture(scope="module")
 def s3_root() -> Iterator[tuple[S3FileSystem, str]]:
-    """A bucket on moto in process, started without resetting other areas' backends."""
-    import moto
-
-    mock = moto.mock_aws()
-    mock.start(reset=False)
-    try:
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        try:
-            yield S3FileSystem(client), f"s3://{BUCKET}/warehouse"
-        finally:
-            for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-                client.delete_object(Bucket=BUCKET, Key=item["Key"])
-            client.delete_bucket(Bucket=BUCKET)
-    finally:
-        mock.stop(remove_data=False)
+    with moto_bucket(BUCKET) as client:
+        yield S3FileSystem(client), f"s3://{BUCKET}/warehouse"
 
 
 @pytest.fixture(params=["local", "hadoop", "s3"])
@@ -69,6 +56,21 @@ def test_read_text_written_file_returns_its_text(file_system: tuple[FileSystem, 
     fs, root = file_system
     fs.write_text(f"{root}/present.json", '{"live": 2}')
     assert fs.read_text(f"{root}/present.json") == '{"live": 2}'
+
+
+def test_read_bytes_written_bytes_returned_unchanged(file_system: tuple[FileSystem, str]) -> None:
+    fs, root = file_system
+    data = bytes(range(256)) * 3  # every byte value: no decoding on the way
+    fs.write_bytes(f"{root}/change.json.gz", data)
+    assert fs.read_bytes(f"{root}/change.json.gz") == data
+
+
+def test_read_bytes_missing_file_raises_file_not_found(
+    file_system: tuple[FileSystem, str],
+) -> None:
+    fs, root = file_system
+    with pytest.raises(FileNotFoundError):
+        fs.read_bytes(f"{root}/absent.json.gz")
 
 
 def test_read_generations_none_stored_is_generation_one(

@@ -21,19 +21,16 @@ possible.
 The history table (part b) loses every version of the key, then is cleaned the same way; the
 quarantine's rows of the key and the replays' copies go (:func:`erase_quarantine`).
 
-Not here yet: change files on S3 (:func:`erase_change_files` and :func:`keep_applied` read and
-write local paths; the quarantine goes through :class:`FileSystem`).
+Change files, quarantine and checkpoints are read and written through :class:`FileSystem`:
+local folders, Hadoop's (Glue's S3) and boto3's S3 alike.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
@@ -46,7 +43,7 @@ from cdclake_merge.pending import COMPLETED, LazyTimeline, TablePaths, newest_ch
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import HudiProcedures
 from cdclake_merge.replay import LINES, REPLAYS
-from cdclake_merge.storage import FileSystem, LocalFileSystem, is_input, join, local_path
+from cdclake_merge.storage import FileSystem, Listing, is_input, join, list_folder
 from cdclake_merge.transforms import ORDER
 
 
@@ -147,9 +144,12 @@ def erase_lake(spark: SparkSession, sink: HudiTable, key: Mapping[str, str]) -> 
 
 @dataclass(frozen=True)
 class ErasedFiles:
-    """The change files rewritten without the key and how many lines each lost."""
+    """The files rewritten without the key and how many lines each lost."""
 
     rewritten: tuple[tuple[str, int], ...]  # (path, lines removed)
+    # Each rewritten change file as the merge's positions name it: (folder under the change
+    # root, file name); keep_applied finds its checkpoint entry by these.
+    relative: tuple[tuple[str, str], ...] = ()
 
     @property
     def lines(self) -> int:
@@ -193,24 +193,36 @@ def erase_lines(data: bytes, compressed: bool, key: Mapping[str, str]) -> tuple[
     return (gzip.compress(body, mtime=0) if compressed else body), removed
 
 
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _change_folders(fs: FileSystem, changes: str) -> Iterator[tuple[str, Listing]]:
+    """Every folder under ``changes`` as :func:`~cdclake_merge.positions.scan` names it
+    (relative, ``""`` the root), with its listing: the merge's own walk and listing, so a
+    rewritten file's size and tag are the ones its next scan compares."""
+    stack = [""]
+    while stack:
+        folder = stack.pop()
+        found = list_folder(fs, join(changes, folder) if folder else changes)
+        stack.extend(
+            f"{folder}/{name}" if folder else name
+            for name in found.folders
+            if not name.startswith((".", "_"))
+        )
+        yield folder, found
 
 
-def erase_change_files(changes: str, key: Mapping[str, str]) -> ErasedFiles:
-    """Rewrites every change file under ``changes`` (a local folder) without the key's lines."""
+def erase_change_files(fs: FileSystem, changes: str, key: Mapping[str, str]) -> ErasedFiles:
+    """Rewrites every change file under ``changes`` without the key's lines (gzip kept gzip)."""
     rewritten: list[tuple[str, int]] = []
-    for path in LocalFileSystem().list_files(local_path(changes)):
-        if not is_input(path):
-            continue
-        file = Path(path)
-        data, removed = erase_lines(file.read_bytes(), path.endswith(".gz"), key)
-        if removed:
-            _replace(file, data)
-            rewritten.append((path, removed))
-    return ErasedFiles(tuple(rewritten))
+    relative: list[tuple[str, str]] = []
+    for folder, found in _change_folders(fs, changes):
+        for entry in found.files:
+            if not is_input(entry.name):
+                continue
+            data, removed = erase_lines(fs.read_bytes(entry.path), entry.name.endswith(".gz"), key)
+            if removed:
+                fs.write_bytes(entry.path, data)
+                rewritten.append((entry.path, removed))
+                relative.append((folder, entry.name))
+    return ErasedFiles(tuple(rewritten), tuple(relative))
 
 
 def _quarantined_holds_key(text: str, key: Mapping[str, str]) -> bool:
@@ -250,23 +262,20 @@ def erase_quarantine(fs: FileSystem, root: str, key: Mapping[str, str]) -> Erase
     return ErasedFiles(tuple(rewritten))
 
 
-def keep_applied(warehouse: str, table: str, changes: str, erased: ErasedFiles) -> int:
+def keep_applied(fs: FileSystem, paths: TablePaths, changes: str, erased: ErasedFiles) -> int:
     """Gives the newest checkpoint's recent entries of rewritten files their new size and tag
     (see the module's docstring); returns how many entries changed."""
-    fs = LocalFileSystem()
-    paths = TablePaths.of(warehouse, table)
     names = [n for n in fs.list_dir(paths.timeline) if n.endswith(COMPLETED)]
     named = newest_checkpoint_name(LazyTimeline(fs, paths.timeline, names))
     if named is None:
         return 0
     checkpoint_path = join(paths.sidecar, named)
     checkpoint = json.loads(fs.read_text(checkpoint_path))
-    root = local_path(changes).rstrip("/")
-    # Each rewritten file's size and tag as the merge's listing now gives them.
-    rewritten = {os.path.relpath(path, root).rpartition("/")[::2] for path, _ in erased.rewritten}
+    rewritten = set(erased.relative)
+    # Each rewritten file's size and tag as the merge's next listing gives them.
     new_tags: dict[tuple[str, str], tuple[int, str]] = {}
     for folder in {folder for folder, _ in rewritten}:
-        for entry in fs.list_folder(join(root, folder) if folder else root).files:
+        for entry in list_folder(fs, join(changes, folder) if folder else changes).files:
             if (folder, entry.name) in rewritten:
                 new_tags[(folder, entry.name)] = (entry.size, entry.tag)
     changed = 0

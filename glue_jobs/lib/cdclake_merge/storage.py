@@ -46,7 +46,9 @@ class FileSystem(Protocol):
     def list_folder(self, folder: str, after: str | None = None) -> Listing: ...
     def read_text(self, path: str) -> str: ...
     def read_prefix(self, path: str, limit: int) -> bytes: ...
+    def read_bytes(self, path: str) -> bytes: ...
     def write_text(self, path: str, text: str) -> None: ...
+    def write_bytes(self, path: str, data: bytes) -> None: ...
     def create_exclusive(self, path: str, text: str) -> None: ...
     def exists(self, path: str) -> bool: ...
     def list_dir(self, path: str) -> list[str]: ...
@@ -100,11 +102,18 @@ class LocalFileSystem:
         with open(local_path(path), "rb") as f:
             return f.read(limit)
 
+    def read_bytes(self, path: str) -> bytes:
+        return Path(local_path(path)).read_bytes()
+
     def write_text(self, path: str, text: str) -> None:
-        target = Path(path)
+        self.write_bytes(path, text.encode())
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Atomic: a reader sees the old bytes or the new ones, never a part."""
+        target = Path(local_path(path))
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
-        tmp.write_text(text)
+        tmp.write_bytes(data)
         os.replace(tmp, target)
 
     def create_exclusive(self, path: str, text: str) -> None:
@@ -212,20 +221,30 @@ class HadoopFileSystem:
         finally:
             stream.close()
 
-    def _write(self, path: str, text: str, overwrite: bool) -> None:
+    def read_bytes(self, path: str) -> bytes:
+        stream = self._open(path)
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    def _write(self, path: str, data: bytes, overwrite: bool) -> None:
         stream = self._fs(path).create(self._path(path), overwrite)
         try:
-            stream.write(bytearray(text.encode()))
+            stream.write(bytearray(data))
         finally:
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
-        self._write(path, text, True)
+        self._write(path, text.encode(), True)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._write(path, data, True)
 
     def create_exclusive(self, path: str, text: str) -> None:
         if self.exists(path):
             raise FileExistsError(path)
-        self._write(path, text, False)
+        self._write(path, text.encode(), False)
 
     def exists(self, path: str) -> bool:
         return bool(self._fs(path).exists(self._path(path)))
@@ -349,9 +368,15 @@ class S3FileSystem:
     def read_prefix(self, path: str, limit: int) -> bytes:
         return self._get(path, Range=f"bytes=0-{limit - 1}")
 
+    def read_bytes(self, path: str) -> bytes:
+        return self._get(path)
+
     def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode())
+
+    def write_bytes(self, path: str, data: bytes) -> None:
         bucket, key = _split(path)
-        self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
 
     def create_exclusive(self, path: str, text: str) -> None:
         if self.exists(path):
