@@ -18,6 +18,7 @@ from rich.table import Table
 
 from cdclake.dispatch import dispatch_command
 from cdclake.doctor import doctor
+from cdclake.erase import erase_command
 from cdclake.errors import error_line, fail, one_line, run
 from cdclake.lake_reader import local_spark, read_lake
 from cdclake.local.cli import app as local_app
@@ -46,6 +47,7 @@ app.command(name="query")(query)
 app.add_typer(local_app, name="local")
 app.add_typer(quarantine_app, name="quarantine")
 app.command("restore")(restore_command)
+app.command("erase")(erase_command)
 console = Console(stderr=True, soft_wrap=True)
 STAGE_LABELS = {
     "read": "reading and parsing change files",

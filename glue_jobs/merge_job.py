@@ -12,12 +12,15 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
     --max_bad_fraction 0.01       --environment dev   (publishes the run's CdcLake metrics)
     --max_files_per_run N         --max_bytes_per_run BYTES   (the per-run cap: the rest of a
                                   backlog is left to the next run; default: no cap)
-    --mode merge|replay|restore|rebuild   (default merge; replay: apply the quarantined lines
-                                  the table's current spec reads, see cdclake_merge.replay;
+    --mode merge|replay|restore|rebuild|erase   (default merge; replay: apply the quarantined
+                                  lines the table's current spec reads, see cdclake_merge.replay;
                                   restore: roll back to a savepoint, cdclake_merge.recovery;
                                   rebuild: one run of the table's rebuild beside it, begun if
                                   none is, and the swap once it caught up,
-                                  cdclake_merge.rebuild.rebuild_step)
+                                  cdclake_merge.rebuild.rebuild_step; erase: forget a key the
+                                  source deleted, cdclake_merge.erase.erase_key)
+    --erase_key '{"id": "7"}'     (erase: the key, every key column's value as text; `cdclake
+                                  erase` passes it)
     --snapshot_done true          (rebuild: an operator's word that the rebuild's incremental
                                   snapshot finished; else Debezium's COMPLETED notification)
     --notifications_path s3://…/  (rebuild: where the S3 sink writes the capture's notifications;
@@ -39,8 +42,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
 
 Every mode runs on the table's live generation, read from the state object in its sidecar
 (``cdclake_merge.generations``); a merge run that finds a rebuild in progress runs the
-rebuild's step instead (the live generation takes no commit meanwhile), and replay and restore
-are refused until the rebuild is swapped in.
+rebuild's step instead (the live generation takes no commit meanwhile), and replay, restore
+and erase are refused until the rebuild is swapped in.
 
 Without ``awsglue`` installed (a laptop) the same script runs on a local session
 with the same Hudi bundle, so ``python glue_jobs/merge_job.py …`` exercises this file.
@@ -83,8 +86,9 @@ ARGUMENTS = (
     "notifications_path",
     "drop_columns",
     "signal_function",
+    "erase_key",
 )
-MODES = ("merge", "replay", "restore", "rebuild")
+MODES = ("merge", "replay", "restore", "rebuild", "erase")
 # The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
 SERVICE_ARGUMENTS = (
     "retain_hours",
@@ -118,6 +122,7 @@ OPTIONAL = {
     "drop_columns": "keep",
     "history": "",
     "signal_function": "",
+    "erase_key": "",
 }
 
 
@@ -250,6 +255,17 @@ def function_signal(function: str, table: str) -> Callable[[str], None]:
     return signal
 
 
+def erase_key_of(args: dict[str, str]) -> dict[str, str]:
+    """--erase_key as ``{column: value}``; ValueError (naming no value) when it is not one."""
+    try:
+        key = json.loads(args["erase_key"] or "null")
+    except ValueError:
+        key = None
+    if not isinstance(key, dict) or not key or not all(isinstance(v, str) for v in key.values()):
+        raise ValueError("--erase_key must be a JSON object of key columns' text values")
+    return key
+
+
 def notifications_of(args: dict[str, str]) -> str:
     from cdclake_merge.generations import notifications_beside
 
@@ -259,6 +275,7 @@ def notifications_of(args: dict[str, str]) -> str:
 def main(argv: list[str]) -> int:
     """Run the job; 0 once done. :class:`RunFailed` when the run fails for a reason of its own
     (a refused argument, the merge's gates, a schema change the table cannot take)."""
+    from cdclake_merge.erase import erase_key
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError
     from cdclake_merge.metrics import TableRun, publish
@@ -274,6 +291,7 @@ def main(argv: list[str]) -> int:
     try:
         options = merge_options(args)
         snapshot_done, keep_columns = rebuild_arguments(args)
+        key = erase_key_of(args) if mode == "erase" else {}
     except ValueError as exc:  # a job argument edited in the console: fail before a session
         raise RunFailed(f"cdclake {mode} failed: {exc}") from None
     spark, job = build_session(args)
@@ -285,7 +303,7 @@ def main(argv: list[str]) -> int:
 
     try:
         state = follow_live(lambda: spark, generation_sink)
-        if state.building is not None and mode in ("replay", "restore"):
+        if state.building is not None and mode in ("replay", "restore", "erase"):
             raise ValueError(
                 f"a rebuild of the table (generation {state.building}) is in progress: "
                 "its live generation takes no commit until the rebuild is swapped in"
@@ -307,6 +325,17 @@ def main(argv: list[str]) -> int:
             # Runs as the table's job, one run at a time: no merge writes while it restores.
             restored = sink.restore(spark, parse_restore_target(args["restore_to"]))
             output = {"cdclake_restore": {"table": options.table, "version": restored.version}}
+        elif mode == "erase":
+            # Counts only: the run's output is its log, which must not hold the key's values.
+            erased = erase_key(
+                spark,
+                sink,
+                changes,
+                changes=args["changes_path"],
+                quarantine_root=args["quarantine_path"],
+                key=key,
+            )
+            output = {"cdclake_erase": erased.as_dict()}
         elif mode == "rebuild":
             rebuilt = rebuild_step(
                 lambda: spark,

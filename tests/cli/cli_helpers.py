@@ -178,6 +178,22 @@ COMMANDS: dict[str, dict[str, Case | str]] = {
             ("restore", "--env", "nope", "--table", "public.orders"), 2, "no environment config"
         ),
     },
+    "erase": {
+        "no_credentials": Case(
+            ("erase", "--env", "dev", "--table", "public.orders", "--key", "id=1"), 1, CREDENTIALS
+        ),
+        "stack_stopped": Case(
+            ("erase", "--env", "local", "--table", "public.orders", "--key", "id=1"), 1, STACK
+        ),
+        "unknown_table": Case(
+            ("erase", "--env", "local", "--table", TABLE, "--key", "id=1"), 2, TABLE
+        ),
+        "unknown_env": Case(
+            ("erase", "--env", "nope", "--table", "public.orders", "--key", "id=1"),
+            2,
+            "no environment config",
+        ),
+    },
     "query": {
         "no_credentials": Case(("query", "--env", "dev", "SELECT 1"), 2, "the local stack only"),
         "stack_stopped": Case(("query", "SELECT 1"), 1, STACK),

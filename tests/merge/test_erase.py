@@ -1,23 +1,27 @@
 """Erasing a key: from the change files (its lines gone, gzip kept, the rewrite still applied),
-the quarantine, the lake table's files and its history."""
+the quarantine, the lake table's files and its history; and ``cdclake erase --env local``
+doing all of it on one module lake."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
 import pyarrow.parquet as pq
 import pytest
+import typer
 
+from cdclake.erase import deadlines_of, erase_here, show
+from cdclake.ops import LakePlace
 from cdclake_merge.erase import (
-    KeyStillPresent,
-    LakeErasure,
     erase_change_files,
-    erase_lake,
     erase_quarantine,
     keep_applied,
 )
@@ -34,6 +38,7 @@ from cdclake_merge.storage import (
     join,
     list_folder,
 )
+from environment.config import load_config
 
 from .support import Lake, envelope, line, moto_bucket
 
@@ -172,15 +177,16 @@ def test_erase_quarantine_replayed_line_still_replayed(tmp_path: Path) -> None:
 @dataclass(frozen=True)
 class ErasedLake:
     """A MERGE_ON_READ lake keeping history whose key 2 was inserted, updated twice and
-    deleted (two commits: the second only a log file over the first's base file), erased."""
+    deleted (two commits: the second only a log file over the first's base file), with a
+    line of the key quarantined, erased as ``cdclake erase --env local`` does it."""
 
     lake: Lake
     before: list[dict[str, Any]]
     after: list[dict[str, Any]]
     history_before: list[dict[str, Any]]
     history_after: list[dict[str, Any]]
-    erased: LakeErasure
-    refused: str
+    shown: dict[str, Any]  # the command's JSON line
+    refused: tuple[int, str]  # exit code and stderr of erasing key 1, which the table holds
     version_before_rerun: int
     version_after_rerun: int
 
@@ -192,6 +198,14 @@ def _values_in_files(root: Path) -> str:
     texts = [str(pq.ParquetFile(p).read().to_pylist()) for p in own if p.suffix == ".parquet"]
     logs = [p.read_bytes().decode("latin-1") for p in own if ".log." in p.name]
     return "\n".join(texts + logs)
+
+
+def _bytes_in_files(root: Path) -> bytes:
+    """Every file under ``root`` as stored, gzip opened."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return b"".join(
+        gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes() for p in files
+    )
 
 
 def _hudi(lake: Lake) -> HudiTable:
@@ -209,6 +223,32 @@ def _history(lake: Lake, id_: int) -> list[dict[str, Any]]:
     )
 
 
+def _erase_command(lake: Lake, key: dict[str, str]) -> tuple[int, str, str]:
+    """The local command's erase and output (cdclake.erase) on the test lake: exit code,
+    stderr, stdout."""
+    config = load_config("local")
+    place = LakePlace(
+        env="local",
+        source_table="public.orders",
+        lake_table=lake.table,
+        warehouse=str(lake.warehouse),
+        changes=str(lake.changes),
+        quarantine_root=_hudi(lake).quarantine_root,
+        key=lake.key,
+        table_type="MERGE_ON_READ",
+    )
+    err, out = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stderr(err), redirect_stdout(out):
+        try:
+            counts = erase_here(config, place, key, spark_factory=lambda: lake.spark)
+            deadlines = deadlines_of(config, place.source_table, datetime.now(UTC))
+            show({"table": place.source_table, "key": key}, counts, deadlines)
+        except typer.Exit as exc:
+            code = exc.exit_code
+    return code, err.getvalue(), out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake:  # type: ignore[no-untyped-def]
     lake = Lake(
@@ -216,6 +256,7 @@ def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake: 
         tmp_path_factory.mktemp("erase"),
         table_type="MERGE_ON_READ",
         services={"history": 1},
+        max_bad_fraction=0.5,
     )
     lake.write("a.json", [_change("c", 1, 10), _change("c", 2, 11)])
     lake.merge()
@@ -225,17 +266,14 @@ def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake: 
             _change("u", 1, 19),
             _change("u", 2, 20),
             _change("u", 2, 21),
-            envelope("d", lsn=30, before={"id": 2}),
+            _change("x", 2, 22),  # an unknown op: quarantined
+            envelope("d", lsn=30, before={"id": 2, "v": "secret-2-30"}),
         ],
     )
     lake.merge()
     before, history_before = lake.visible(), _history(lake, 1)
-    try:
-        erase_lake(spark, _hudi(lake), {"id": "1"})
-        refused = ""
-    except KeyStillPresent as exc:
-        refused = str(exc)
-    erased = erase_lake(spark, _hudi(lake), KEY)
+    code, err, _ = _erase_command(lake, {"id": "1"})
+    _, _, out = _erase_command(lake, KEY)
     version = lake.sink.load().version
     after, history_after = lake.visible(), _history(lake, 1)
     lake.merge()
@@ -245,8 +283,8 @@ def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake: 
         after,
         history_before,
         history_after,
-        erased,
-        refused,
+        json.loads(out),
+        (code, err),
         version,
         lake.sink.load().version,
     )
@@ -266,13 +304,14 @@ def test_erase_lake_erased_key_in_no_table_file(erased_lake: ErasedLake) -> None
 @pytest.mark.hudi
 def test_erase_lake_erased_key_in_no_history_file(erased_lake: ErasedLake) -> None:
     history = _values_in_files(Path(_hudi(erased_lake.lake).history_root))
-    assert ("secret-2" in history, erased_lake.erased.history_rows) == (False, 4)
+    assert ("secret-2" in history, erased_lake.shown["history_rows"]) == (False, 4)
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
 def test_erase_lake_other_keys_unchanged(erased_lake: ErasedLake) -> None:
-    assert (erased_lake.after, erased_lake.erased.files_deleted > 0) == (erased_lake.before, True)
+    deleted = erased_lake.shown["table_files_deleted"]
+    assert (erased_lake.after, deleted > 0) == (erased_lake.before, True)
 
 
 @pytest.mark.spark
@@ -286,11 +325,44 @@ def test_erase_lake_other_keys_history_unchanged(erased_lake: ErasedLake) -> Non
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_erase_lake_key_in_table_refused(erased_lake: ErasedLake) -> None:
-    assert "still holds the key" in erased_lake.refused
+def test_erase_lake_key_in_table_refused_in_one_line(erased_lake: ErasedLake) -> None:
+    code, err = erased_lake.refused
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert (code, len(lines), "still holds the key" in lines[0]) == (1, 1, True), err
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
 def test_erase_lake_next_merge_commits_nothing(erased_lake: ErasedLake) -> None:
     assert erased_lake.version_after_rerun == erased_lake.version_before_rerun
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_command_local_counts_in_json_line(erased_lake: ErasedLake) -> None:
+    shown = erased_lake.shown
+    counted = {k: shown[k] for k in ("change_files", "change_lines", "quarantine_lines")}
+    assert (shown["key"], counted) == (
+        KEY,
+        {"change_files": 2, "change_lines": 5, "quarantine_lines": 1},
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_command_local_key_in_no_change_file(erased_lake: ErasedLake) -> None:
+    assert b"secret-2" not in _bytes_in_files(erased_lake.lake.changes)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_command_local_key_in_no_quarantine_file(erased_lake: ErasedLake) -> None:
+    root = Path(_hudi(erased_lake.lake).quarantine_root)
+    assert (root.exists(), b"secret-2" in _bytes_in_files(root)) == (True, False)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_command_local_deadlines_in_json_line(erased_lake: ErasedLake) -> None:
+    places = [d["place"] for d in erased_lake.shown["deadlines"]]
+    assert places[:2] == ["Kafka topics", "S3 noncurrent versions of the lake table's files"]

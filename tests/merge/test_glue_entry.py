@@ -195,7 +195,17 @@ def test_glue_entry_unknown_mode_refused_before_a_session() -> None:
     with pytest.raises(module["RunFailed"]) as refused:
         module["main"](argv)
     assert str(refused.value) == (
-        "cdclake: --mode must be one of merge, replay, restore, rebuild, not 'replay-all'"
+        "cdclake: --mode must be one of merge, replay, restore, rebuild, erase, not 'replay-all'"
+    )
+
+
+def test_glue_entry_erase_key_not_an_object_refused_before_a_session() -> None:
+    module = runpy.run_path(str(ENTRY))
+    argv = [*MINIMAL_ARGV, "--max_bad_fraction", "0", "--mode", "erase"]
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"]([*argv, "--erase_key", '["secret-7"]'])
+    assert str(refused.value) == (
+        "cdclake erase failed: --erase_key must be a JSON object of key columns' text values"
     )
 
 

@@ -43,6 +43,7 @@ from cdclake_merge.pending import COMPLETED, LazyTimeline, TablePaths, newest_ch
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import HudiProcedures
 from cdclake_merge.replay import LINES, REPLAYS
+from cdclake_merge.sink import Sink
 from cdclake_merge.storage import FileSystem, Listing, is_input, join, list_folder
 from cdclake_merge.transforms import ORDER
 
@@ -292,3 +293,50 @@ def keep_applied(fs: FileSystem, paths: TablePaths, changes: str, erased: Erased
     if changed:
         fs.write_text(checkpoint_path, json.dumps(checkpoint))
     return changed
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What :func:`erase_key` did, everywhere it reaches; counts only, never the key's values
+    (a Glue run prints it to its log)."""
+
+    lake: LakeErasure
+    change_files: ErasedFiles
+    quarantine: ErasedFiles
+    checkpoint_entries: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "table_files_deleted": self.lake.files_deleted,
+            "history_rows": self.lake.history_rows,
+            "history_files_deleted": self.lake.history_files_deleted,
+            "change_files": len(self.change_files.rewritten),
+            "change_lines": self.change_files.lines,
+            "quarantine_files": len(self.quarantine.rewritten),
+            "quarantine_lines": self.quarantine.lines,
+            "checkpoint_entries": self.checkpoint_entries,
+        }
+
+
+def erase_key(
+    spark: SparkSession,
+    sink: Sink,
+    fs: FileSystem,
+    *,
+    changes: str,
+    quarantine_root: str,
+    key: Mapping[str, str],
+) -> Erasure:
+    """Erases the key from ``sink``'s table (its live generation) and history, the change
+    files under ``changes`` and every generation's quarantine under ``quarantine_root``;
+    ``fs`` reaches all of them and the sink's sidecar (the Glue job's Hadoop file system, or
+    the operator's disk and S3). :class:`KeyStillPresent` before anything is changed when the
+    table still holds the key. Run as the table's job, one run at a time, or locally with no
+    merge running: a merge beside it would commit a checkpoint of the files' old tags."""
+    if not isinstance(sink, HudiTable):
+        raise ValueError(f"{sink.table}: erase needs a Hudi table sink")
+    lake = erase_lake(spark, sink, key)
+    files = erase_change_files(fs, changes, key)
+    paths = TablePaths(sink.root, sink.timeline, sink.sidecar)
+    kept = keep_applied(fs, paths, changes, files)
+    return Erasure(lake, files, erase_quarantine(fs, quarantine_root, key), kept)
