@@ -158,6 +158,13 @@ class LakeStack(cdk.Stack):
                 actions=["s3:GetObject"],
                 resources=[self.change_bucket.arn_for_objects(f"{TOPICS_DIR}/{prefix}.*")],
             ),
+            # An erase run (`cdclake erase`, --mode erase) writes the change files holding the
+            # erased key again without its lines.
+            iam.PolicyStatement(
+                sid="RewriteChangeFiles",
+                actions=["s3:PutObject"],
+                resources=[self.change_bucket.arn_for_objects(f"{TOPICS_DIR}/{prefix}.*")],
+            ),
             # Read and write Hudi tables under warehouse/.
             iam.PolicyStatement(
                 sid="ListLake",

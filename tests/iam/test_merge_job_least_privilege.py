@@ -1,5 +1,5 @@
-"""The Glue merge job (``glue_jobs/merge_job.py``, merge and replay) checked against exactly the
-S3 and CloudWatch statements the lake stack gives its role.
+"""The Glue merge job (``glue_jobs/merge_job.py``, merge, replay and erase) checked against
+exactly the S3 and CloudWatch statements the lake stack gives its role.
 
 moto refuses every request of Spark's S3A client once it enforces IAM (docs/iam.md), so the
 job runs in the shared SparkSession against a moto server that records every request and
@@ -84,12 +84,14 @@ BUCKETS = ("StorageChanges", "StorageLake", "StorageQuarantine", "StorageGlueAss
 DATABASE = "cdclake_iam"
 HUGE = 10**25  # fits no decimal(38,18): the line the merge quarantines
 FIX = {"discount": "string"}  # the fix the replay applies it with
-COMPONENT = "Glue merge job (merge and replay)"
+COMPONENT = "Glue merge job (merge, replay and erase)"
+ERASED = 20_000  # a key inserted and deleted in the change files, then erased
 CHECKED_BY = "recorded requests (moto recorder) against the statements, conditions included"
 #: Found by removal (test_merge_job_each_needed_statement_removed_denies_a_request_it_grants).
 NEEDED = {
     "ListChangeFiles",
     "ReadChangeFiles",
+    "RewriteChangeFiles",
     "ListLake",
     "WriteLake",
     "ProbeWarehouse",
@@ -125,6 +127,17 @@ def _bad_line(line: str, row_id: int) -> str:
     return json.dumps(event)
 
 
+def _inserted_and_deleted(line: str, row_id: int) -> list[str]:
+    """An insert of ``row_id`` and its delete, schema included as ``line``'s."""
+    event = json.loads(line)
+    payload = event["payload"]
+    row = {**payload["after"], "id": row_id}
+    payload.update(op="c", before=None, after=row)
+    insert = json.dumps(event)
+    payload.update(op="d", before=row, after=None)
+    return [insert, json.dumps(event)]
+
+
 def _main_json(main: Any, argv: list[str]) -> dict[str, Any]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -146,7 +159,8 @@ def job_runs(
     spark: Any,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Any]]:
-    """A merge run, then a replay run with the fix, of the template's public.orders job."""
+    """A merge run, a replay run with the fix, then an erase run of a deleted key, of the
+    template's public.orders job."""
     from cdclake_merge.generator import GeneratorOptions, generate_files
     from environment.config import load_config
 
@@ -178,9 +192,9 @@ def job_runs(
         bucket, _, topic_folder = changes.partition("/")
         files = sorted((generated / "topics").rglob("*.json"))
         last = files[-1]
-        last.write_text(
-            last.read_text() + _bad_line(files[0].read_text().splitlines()[0], 10_000) + "\n"
-        )
+        first = files[0].read_text().splitlines()[0]
+        added = [_bad_line(first, 10_000), *_inserted_and_deleted(first, ERASED)]
+        last.write_text(last.read_text() + "".join(f"{a}\n" for a in added))
         for path in files:
             relative = path.relative_to(generated / "topics" / f"{config.prefix}.{TABLE}")
             s3.put_object(
@@ -206,6 +220,7 @@ def job_runs(
                         "jr_iam",
                     ],
                 ),
+                ("erase", ["--mode", "erase", "--erase_key", json.dumps({"id": str(ERASED)})]),
             ):
                 recorder(endpoint, "reset-recording")
                 output = _main_json(main, argv + extra)
@@ -242,7 +257,12 @@ def test_merge_job_replay_run_with_fix_applies_quarantined_line(job_runs: dict[s
     assert replayed["applied"] == 1 and replayed["still_failing"] == 0, replayed
 
 
-@pytest.mark.parametrize("mode", ["merge", "replay"])
+def test_merge_job_erase_run_rewrites_the_change_file(job_runs: dict[str, Any]) -> None:
+    erased = job_runs["runs"]["erase"]["output"]["cdclake_erase"]
+    assert (erased["change_files"], erased["change_lines"]) == (1, 2), erased
+
+
+@pytest.mark.parametrize("mode", ["merge", "replay", "erase"])
 def test_merge_job_run_every_request_allowed_by_template_statements(
     job_runs: dict[str, Any], accesses: dict[str, list[Access]], mode: str
 ) -> None:

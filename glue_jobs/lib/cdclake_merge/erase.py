@@ -44,7 +44,15 @@ from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import HudiProcedures
 from cdclake_merge.replay import LINES, REPLAYS
 from cdclake_merge.sink import Sink
-from cdclake_merge.storage import FileSystem, Listing, is_input, join, list_folder
+from cdclake_merge.storage import (
+    FileSystem,
+    Listing,
+    S3FileSystem,
+    is_input,
+    is_s3,
+    join,
+    list_folder,
+)
 from cdclake_merge.transforms import ORDER
 
 
@@ -211,7 +219,14 @@ def _change_folders(fs: FileSystem, changes: str) -> Iterator[tuple[str, Listing
 
 
 def erase_change_files(fs: FileSystem, changes: str, key: Mapping[str, str]) -> ErasedFiles:
-    """Rewrites every change file under ``changes`` without the key's lines (gzip kept gzip)."""
+    """Rewrites every change file under ``changes`` without the key's lines (gzip kept gzip).
+
+    S3 objects go through boto3 whatever ``fs`` is, as the merge lists them
+    (:func:`~cdclake_merge.storage.list_folder`): Hadoop's S3A follows a write with a delete
+    of every parent folder's marker object, which the merge job's role may not do on the
+    change bucket (tests/iam)."""
+    if is_s3(changes) and not isinstance(fs, S3FileSystem):
+        fs = S3FileSystem()
     rewritten: list[tuple[str, int]] = []
     relative: list[tuple[str, str]] = []
     for folder, found in _change_folders(fs, changes):
