@@ -173,6 +173,24 @@ class Lake:
     def visible(self) -> list[dict[str, Any]]:
         return [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.rows()]
 
+    def place(self, **overrides: Any) -> Any:
+        """The lake as the operator commands see the local stack's public.orders (a LakePlace),
+        ``overrides`` on top."""
+        from cdclake.ops import LakePlace
+
+        return LakePlace(
+            **{
+                "env": "local",
+                "source_table": "public.orders",
+                "lake_table": self.table,
+                "warehouse": str(self.warehouse),
+                "changes": str(self.changes),
+                "quarantine_root": self.sink.quarantine_root,
+                "key": self.key,
+                **overrides,
+            }
+        )
+
 
 def visible(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]

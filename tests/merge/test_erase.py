@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +18,6 @@ import pytest
 import typer
 
 from cdclake.erase import deadlines_of, erase_here, show
-from cdclake.ops import LakePlace
 from cdclake_merge.erase import (
     erase_change_files,
     erase_quarantine,
@@ -31,18 +29,15 @@ from cdclake_merge.positions import FolderPosition, positions_as_json, scan
 from cdclake_merge.replay import LEDGER, LINES, REPLAYS, listing
 from cdclake_merge.storage import (
     FileSystem,
-    HadoopFileSystem,
     LocalFileSystem,
-    S3FileSystem,
     is_input,
     join,
     list_folder,
 )
 from environment.config import load_config
 
-from .support import Lake, envelope, line, moto_bucket
+from .support import Lake, envelope, line
 
-BUCKET = "erase-changes"
 TOPIC = "app.public.orders"
 FOLDER = f"{TOPIC}/partition=0"
 KEY = {"id": "2"}
@@ -52,24 +47,6 @@ def _lines(*ids: int) -> str:
     return "".join(
         line(envelope("c", lsn=10 + i, after={"id": i, "v": f"secret-{i}"})) + "\n" for i in ids
     )
-
-
-@pytest.fixture(scope="module")
-def s3_erase_root() -> Iterator[tuple[S3FileSystem, str]]:
-    with moto_bucket(BUCKET) as client:
-        yield S3FileSystem(client), f"s3://{BUCKET}/lake"
-
-
-@pytest.fixture(params=["local", "hadoop", "s3"])
-def file_system(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FileSystem, str]:
-    """Where a Glue run (Hadoop, S3 listed through boto3), an operator command (S3) or the
-    local stack (local) meets the change files."""
-    if request.param == "local":
-        return LocalFileSystem(), str(tmp_path)
-    if request.param == "hadoop":
-        return HadoopFileSystem(request.getfixturevalue("spark")), tmp_path.as_uri()
-    fs, root = request.getfixturevalue("s3_erase_root")
-    return fs, f"{root}/{tmp_path.name}"
 
 
 def _world(fs: FileSystem, root: str) -> tuple[str, TablePaths]:
@@ -227,16 +204,7 @@ def _erase_command(lake: Lake, key: dict[str, str]) -> tuple[int, str, str]:
     """The local command's erase and output (cdclake.erase) on the test lake: exit code,
     stderr, stdout."""
     config = load_config("local")
-    place = LakePlace(
-        env="local",
-        source_table="public.orders",
-        lake_table=lake.table,
-        warehouse=str(lake.warehouse),
-        changes=str(lake.changes),
-        quarantine_root=_hudi(lake).quarantine_root,
-        key=lake.key,
-        table_type="MERGE_ON_READ",
-    )
+    place = lake.place(table_type="MERGE_ON_READ")
     err, out = io.StringIO(), io.StringIO()
     code = 0
     with redirect_stderr(err), redirect_stdout(out):

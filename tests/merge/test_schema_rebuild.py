@@ -142,17 +142,10 @@ def test_run_merge_record_index_larger_than_config_asks_is_kept(created: Lake) -
 def test_table_status_config_the_stored_table_lacks_warns_naming_the_command(
     created: Lake,
 ) -> None:
-    from cdclake.ops import LakePlace
     from cdclake.status import table_status
 
-    place = LakePlace(
-        env="local",
-        source_table="public.orders",
-        lake_table=created.table,
-        warehouse=str(created.warehouse),
-        changes=str(created.changes),
+    place = created.place(
         quarantine_root=str(created.root / "quarantine"),
-        key=("id",),
         table_type="MERGE_ON_READ",
         record_index_file_groups=2,
     )

@@ -4,35 +4,10 @@ it: the state object of a table never rebuilt, read by every merge run on Glue's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from cdclake_merge.generations import Generations, read_generations
-from cdclake_merge.storage import FileSystem, HadoopFileSystem, LocalFileSystem, S3FileSystem
-
-from .support import moto_bucket
-
-BUCKET = "storage-contract"
-
-
-@pytest.fixture(scope="module")
-def s3_root() -> Iterator[tuple[S3FileSystem, str]]:
-    with moto_bucket(BUCKET) as client:
-        yield S3FileSystem(client), f"s3://{BUCKET}/warehouse"
-
-
-@pytest.fixture(params=["local", "hadoop", "s3"])
-def file_system(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FileSystem, str]:
-    if request.param == "local":
-        return LocalFileSystem(), str(tmp_path)
-    if request.param == "hadoop":
-        spark: Any = request.getfixturevalue("spark")
-        return HadoopFileSystem(spark), tmp_path.as_uri()
-    fs, root = request.getfixturevalue("s3_root")
-    return fs, f"{root}/{tmp_path.name}"
+from cdclake_merge.storage import FileSystem
 
 
 def test_read_text_missing_file_raises_file_not_found_naming_it(
