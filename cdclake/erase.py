@@ -109,51 +109,39 @@ def erase_locally(
     spark_factory: Callable[[], Any] | None = None,
 ) -> dict[str, int]:
     """Erase the key from the local table's live generation, history, change files and
-    quarantine in this process; the counts. ValueError when a rebuild is in progress,
-    KeyStillPresent when the table still holds the key."""
+    quarantine in this process; the counts. A rebuild in progress (exit 2) and a key the
+    table still holds (exit 1) end in one line."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path
     from cdclake.rebuild import local_generation_sink
-    from cdclake_merge.erase import erase_key
+    from cdclake_merge.erase import KeyStillPresent, erase_key
+    from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.rebuild import follow_live
 
     factory = spark_factory or local_spark(local_path(place.warehouse))
     fs = AnyFileSystem()
     generation_sink = local_generation_sink(config, place, factory, fs)
-    state = follow_live(factory, generation_sink)
-    if state.building is not None:
-        raise ValueError(
-            f"a rebuild of {place.source_table} (generation {state.building}) is in progress: "
-            "erase once it is swapped in"
-        )
-    erased = erase_key(
-        factory(),
-        generation_sink(state.live, True),
-        fs,
-        changes=place.changes,
-        quarantine_root=place.quarantine_root,
-        key=key,
-    )
-    return erased.as_dict()
-
-
-def erase_here(
-    config: EnvironmentConfig,
-    place: LakePlace,
-    key: Mapping[str, str],
-    *,
-    spark_factory: Callable[[], Any] | None = None,
-) -> dict[str, int]:
-    """:func:`erase_locally`, its refusals ended as one-line errors."""
-    from cdclake_merge.erase import KeyStillPresent
-    from cdclake_merge.hudi import CatalogSyncError
-
     try:
-        return erase_locally(config, place, key, spark_factory=spark_factory)
-    except (KeyStillPresent, CatalogSyncError) as exc:
+        state = follow_live(factory, generation_sink)
+        if state.building is not None:
+            fail(
+                f"a rebuild of {place.source_table} (generation {state.building}) is in "
+                "progress: erase once it is swapped in",
+                2,
+            )
+        erased = erase_key(
+            factory(),
+            generation_sink(state.live, True),
+            fs,
+            changes=place.changes,
+            quarantine_root=place.quarantine_root,
+            key=key,
+        )
+    except (KeyStillPresent, CatalogSyncError) as exc:  # KeyStillPresent is a ValueError
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), 2)
+    return erased.as_dict()
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -239,7 +227,7 @@ def erase_command(
     at = datetime.now(UTC)
     deadlines = deadlines_of(config, table, at)
     if place.local:
-        counts = erase_here(config, place, key)
+        counts = erase_locally(config, place, key)
         show({"table": table, "key": key}, counts, deadlines)
         return
     try:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import typer
 
-from cdclake.erase import deadlines_of, erase_here, show
+from cdclake.erase import deadlines_of, erase_locally, show
 from cdclake_merge.erase import (
     erase_change_files,
     erase_quarantine,
@@ -209,7 +209,7 @@ def _erase_command(lake: Lake, key: dict[str, str]) -> tuple[int, str, str]:
     code = 0
     with redirect_stderr(err), redirect_stdout(out):
         try:
-            counts = erase_here(config, place, key, spark_factory=lambda: lake.spark)
+            counts = erase_locally(config, place, key, spark_factory=lambda: lake.spark)
             deadlines = deadlines_of(config, place.source_table, datetime.now(UTC))
             show({"table": place.source_table, "key": key}, counts, deadlines)
         except typer.Exit as exc:
