@@ -99,6 +99,22 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     jars = spark_jars()
     metastore = warehouse / "metastore_db"
     java_options = os.environ.get(JAVA_OPTIONS_ENV, "")
+    metastore_uri = os.environ.get(METASTORE_URI_ENV)
+    # The embedded Derby metastore's settings as system properties, which every HiveConf reads,
+    # rather than spark.hadoop.* settings, which only Spark's own carries (with the prefixed
+    # key): Hudi's catalog sync builds its own, and each time the two differed in a datanucleus
+    # or jdo setting the metastore rebuilt its persistence manager factory, twice a merge
+    # (about a second of every local merge). Schema verification off: Hudi's sync client checks
+    # the schema version Spark's embedded Derby metastore never records, and every process after
+    # the one that created it failed the sync (after the data commit) with "Version information
+    # not found in metastore" (apache/hudi#6808); Glue's catalog has no such check. With it on,
+    # HiveConf also forces datanucleus.schema.autoCreateAll off, which Spark turns on.
+    derby = (
+        ""
+        if metastore_uri
+        else f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={metastore};create=true "
+        "-Dhive.metastore.schema.verification=false -Ddatanucleus.schema.autoCreateAll=true"
+    )
     builder = (
         SparkSession.builder.master(os.environ.get("CDCLAKE_SPARK_MASTER", "local[2]"))
         .appName(app_name)
@@ -106,7 +122,7 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
         .config(
             "spark.driver.extraJavaOptions",
             f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS} "
-            f"{java_options}".strip(),
+            f"{derby} {java_options}".strip(),
         )
         .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
         .config("spark.default.parallelism", "4")
@@ -134,21 +150,10 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
     builder = builder.config(
         "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes", "false"
     )
-    metastore_uri = os.environ.get(METASTORE_URI_ENV)
     if metastore_uri:
         # Spark's catalog and Hudi's sync (its client reads the same Hadoop conf) both talk
         # thrift to the service, as the Glue job's do to Glue's catalog.
         builder = builder.config("spark.hadoop.hive.metastore.uris", metastore_uri)
-    else:
-        builder = builder.config(
-            "spark.hadoop.javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={metastore};create=true",
-        )
-        # Hudi's catalog sync opens its own metastore client, which checks the schema version
-        # Spark's embedded Derby metastore never records: every process after the one that
-        # created it failed the sync (after the data commit) with "Version information not
-        # found in metastore" (apache/hudi#6808). Glue's catalog has no such check.
-        builder = builder.config("spark.hadoop.hive.metastore.schema.verification", "false")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     for key, value in s3_settings(os.environ).items():
