@@ -25,6 +25,7 @@ METASTORE_URI_ENV = "CDCLAKE_METASTORE_URI"
 # More options for the local driver's JVM. A process that merges a few small files and exits
 # gains from `-XX:TieredStopAtLevel=1`: HotSpot's optimising compiler costs a cold merge more
 # CPU than it gives back (docs/merge-job.md); a long run on big input wants it.
+SHUFFLE_PARTITIONS_ENV = "CDCLAKE_SHUFFLE_PARTITIONS"
 JAVA_OPTIONS_ENV = "CDCLAKE_DRIVER_JAVA_OPTIONS"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # `make setup` resolves jvm/spark/pom.xml (the Hudi bundle Glue 5.0 runs) into this folder.
@@ -124,7 +125,7 @@ def local_session(warehouse: str | Path, *, app_name: str = "cdclake") -> SparkS
             f"-Dderby.system.home={warehouse} -Dlog4j.configurationFile={LOG4J} {JOL_OPTIONS} "
             f"{derby} {java_options}".strip(),
         )
-        .config("spark.sql.shuffle.partitions", os.environ.get("CDCLAKE_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.shuffle.partitions", os.environ.get(SHUFFLE_PARTITIONS_ENV, "8"))
         .config("spark.default.parallelism", "4")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
         # Hive's session state makes a folder for downloaded resources per session, in /tmp by
