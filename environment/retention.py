@@ -68,6 +68,17 @@ def erase_deadlines(
                 f"the lake bucket's noncurrent version expiry ({days} d)",
             )
         )
+        # The merge remembers a deleted key (its values) so a redelivered older change cannot
+        # bring the row back; erasing it sooner would let one. Dropped by the first commit
+        # after the retention: a table with no change after that keeps it until its next one.
+        days = config.lake.tombstone_retention_days
+        deadlines.append(
+            Deadline(
+                "the merge's tombstones (the table's _cdclake sidecar)",
+                erased_at + timedelta(days=days),
+                f"tombstone retention ({days} d), at the table's first merge commit after it",
+            )
+        )
     if table.fanout:
         deadlines.append(
             Deadline(

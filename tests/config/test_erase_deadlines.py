@@ -46,3 +46,10 @@ def test_erase_deadlines_kinesis_stream_retention_hours() -> None:
 
 def test_erase_deadlines_lake_only_table_no_bus_places() -> None:
     assert "Kinesis change stream" not in _deadlines()
+
+
+def test_erase_deadlines_tombstones_after_their_retention() -> None:
+    until = _deadlines(lake={"tombstone_retention_days": 3})[
+        "the merge's tombstones (the table's _cdclake sidecar)"
+    ]
+    assert until == datetime(2026, 3, 13, 15, 30, tzinfo=UTC)
