@@ -109,12 +109,13 @@ def erase_locally(
     spark_factory: Callable[[], Any] | None = None,
 ) -> dict[str, int]:
     """Erase the key from the local table's live generation, history, change files and
-    quarantine in this process; the counts. A rebuild in progress (exit 2) and a key the
-    table still holds (exit 1) end in one line."""
+    quarantine in this process; the counts. A generation erase would not reach (a rebuild in
+    progress, a replaced one not removed yet: exit 2) and a key the table still holds (exit 1)
+    end in one line."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path
     from cdclake.rebuild import local_generation_sink
-    from cdclake_merge.erase import KeyStillPresent, erase_key
+    from cdclake_merge.erase import KeyStillPresent, erase_key, refuse_unreachable_generations
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.rebuild import follow_live
 
@@ -123,12 +124,7 @@ def erase_locally(
     generation_sink = local_generation_sink(config, place, factory, fs)
     try:
         state = follow_live(factory, generation_sink)
-        if state.building is not None:
-            fail(
-                f"a rebuild of {place.source_table} (generation {state.building}) is in "
-                "progress: erase once it is swapped in",
-                2,
-            )
+        refuse_unreachable_generations(state, place.source_table)
         erased = erase_key(
             factory(),
             generation_sink(state.live, True),

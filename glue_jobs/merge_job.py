@@ -275,7 +275,7 @@ def notifications_of(args: dict[str, str]) -> str:
 def main(argv: list[str]) -> int:
     """Run the job; 0 once done. :class:`RunFailed` when the run fails for a reason of its own
     (a refused argument, the merge's gates, a schema change the table cannot take)."""
-    from cdclake_merge.erase import erase_key
+    from cdclake_merge.erase import erase_key, refuse_unreachable_generations
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError
     from cdclake_merge.metrics import TableRun, publish
@@ -308,6 +308,8 @@ def main(argv: list[str]) -> int:
                 f"a rebuild of the table (generation {state.building}) is in progress: "
                 "its live generation takes no commit until the rebuild is swapped in"
             )
+        if mode == "erase":
+            refuse_unreachable_generations(state, options.table)
         sink = generation_sink(state.live, True)
         changes = filesystem_for(args["changes_path"], spark)
         notifications = notifications_of(args) if state.building or mode == "rebuild" else None

@@ -22,7 +22,9 @@ from cdclake_merge.erase import (
     erase_change_files,
     erase_quarantine,
     keep_applied,
+    refuse_unreachable_generations,
 )
+from cdclake_merge.generations import Generations
 from cdclake_merge.hudi import HudiTable
 from cdclake_merge.pending import CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import FolderPosition, positions_as_json, scan
@@ -334,3 +336,19 @@ def test_erase_command_local_key_in_no_quarantine_file(erased_lake: ErasedLake) 
 def test_erase_command_local_deadlines_in_json_line(erased_lake: ErasedLake) -> None:
     places = [d["place"] for d in erased_lake.shown["deadlines"]]
     assert places[:2] == ["Kafka topics", "S3 noncurrent versions of the lake table's files"]
+
+
+def test_erase_generations_replaced_one_not_removed_refused() -> None:
+    with pytest.raises(ValueError, match=r"generation 1 of public\.orders, which a rebuild's swap"):
+        refuse_unreachable_generations(Generations(live=2, retired=1), "public.orders")
+
+
+def test_erase_generations_rebuild_in_progress_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"rebuild of public\.orders \(generation 2\) is in progress"
+    ):
+        refuse_unreachable_generations(Generations(live=1, building=2), "public.orders")
+
+
+def test_erase_generations_live_one_alone_passes() -> None:
+    refuse_unreachable_generations(Generations(live=2), "public.orders")

@@ -405,6 +405,24 @@ def test_glue_entry_replay_while_a_rebuild_is_building_refused(spark: Any, tmp_p
 
 
 @pytest.mark.spark
+def test_glue_entry_erase_while_a_replaced_generation_remains_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    from cdclake_merge.generations import Generations, write_generations
+    from cdclake_merge.storage import LocalFileSystem
+
+    argv = _notes_argv(tmp_path)
+    sidecar = tmp_path / "warehouse" / "rebuild_entry.db" / "_cdclake" / "public_notes"
+    write_generations(LocalFileSystem(), str(sidecar), Generations(live=2, retired=1))
+    module = runpy.run_path(str(ENTRY))
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"]([*argv, "--mode", "erase", "--erase_key", '{"id": "1"}'])
+    assert "generation 1 of rebuild_entry.public_notes, which a rebuild's swap replaced" in str(
+        refused.value
+    )
+
+
+@pytest.mark.spark
 @pytest.mark.hudi
 @pytest.mark.slow
 def test_glue_entry_rebuild_mode_dropping_columns_swaps_in_a_table_without_them(  # type: ignore[no-untyped-def]

@@ -36,6 +36,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from cdclake_merge.generations import Generations
 from cdclake_merge.history import HISTORY_SUFFIX, SOURCE_DATE
 from cdclake_merge.hudi import HudiTable
 from cdclake_merge.hudi_options import hudi_options
@@ -58,6 +59,22 @@ from cdclake_merge.transforms import ORDER
 
 class KeyStillPresent(ValueError):
     """The lake table still holds the key: it was not deleted at the source, or not merged."""
+
+
+def refuse_unreachable_generations(state: Generations, table: str) -> None:
+    """ValueError where a generation beside the live one holds rows erase would not reach: a
+    rebuild in progress (its generation is still being written), or the generation a swap
+    replaced, kept until the live generation's next commit removes it."""
+    if state.building is not None:
+        raise ValueError(
+            f"a rebuild of {table} (generation {state.building}) is in progress: erase once "
+            "it is swapped in"
+        )
+    if state.retired is not None:
+        raise ValueError(
+            f"generation {state.retired} of {table}, which a rebuild's swap replaced, still "
+            "holds its older rows: run a merge (its first commit removes it), then erase"
+        )
 
 
 def _holds(key: Mapping[str, str]) -> Column:
