@@ -303,12 +303,12 @@ def main(argv: list[str]) -> int:
 
     try:
         state = follow_live(lambda: spark, generation_sink)
-        if state.building is not None and mode in ("replay", "restore", "erase"):
+        if state.building is not None and mode in ("replay", "restore"):
             raise ValueError(
                 f"a rebuild of the table (generation {state.building}) is in progress: "
                 "its live generation takes no commit until the rebuild is swapped in"
             )
-        if mode == "erase":
+        if mode == "erase":  # nor while a replaced generation still holds older rows
             refuse_unreachable_generations(state, options.table)
         sink = generation_sink(state.live, True)
         changes = filesystem_for(args["changes_path"], spark)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,15 +41,13 @@ from cdclake_merge.history import HISTORY_SUFFIX, SOURCE_DATE
 from cdclake_merge.hudi import HudiTable
 from cdclake_merge.hudi_options import hudi_options
 from cdclake_merge.pending import COMPLETED, LazyTimeline, TablePaths, newest_checkpoint_name
-from cdclake_merge.positions import FolderPosition
+from cdclake_merge.positions import FolderPosition, scan
 from cdclake_merge.recovery import HudiProcedures
 from cdclake_merge.replay import LINES, REPLAYS
 from cdclake_merge.sink import Sink
 from cdclake_merge.storage import (
     FileSystem,
-    Listing,
     S3FileSystem,
-    is_input,
     is_s3,
     join,
     list_folder,
@@ -219,22 +217,6 @@ def erase_lines(data: bytes, compressed: bool, key: Mapping[str, str]) -> tuple[
     return (gzip.compress(body, mtime=0) if compressed else body), removed
 
 
-def _change_folders(fs: FileSystem, changes: str) -> Iterator[tuple[str, Listing]]:
-    """Every folder under ``changes`` as :func:`~cdclake_merge.positions.scan` names it
-    (relative, ``""`` the root), with its listing: the merge's own walk and listing, so a
-    rewritten file's size and tag are the ones its next scan compares."""
-    stack = [""]
-    while stack:
-        folder = stack.pop()
-        found = list_folder(fs, join(changes, folder) if folder else changes)
-        stack.extend(
-            f"{folder}/{name}" if folder else name
-            for name in found.folders
-            if not name.startswith((".", "_"))
-        )
-        yield folder, found
-
-
 def erase_change_files(fs: FileSystem, changes: str, key: Mapping[str, str]) -> ErasedFiles:
     """Rewrites every change file under ``changes`` without the key's lines (gzip kept gzip).
 
@@ -246,15 +228,13 @@ def erase_change_files(fs: FileSystem, changes: str, key: Mapping[str, str]) -> 
         fs = S3FileSystem()
     rewritten: list[tuple[str, int]] = []
     relative: list[tuple[str, str]] = []
-    for folder, found in _change_folders(fs, changes):
-        for entry in found.files:
-            if not is_input(entry.name):
-                continue
-            data, removed = erase_lines(fs.read_bytes(entry.path), entry.name.endswith(".gz"), key)
-            if removed:
-                fs.write_bytes(entry.path, data)
-                rewritten.append((entry.path, removed))
-                relative.append((folder, entry.name))
+    # No positions: the merge's own walk and listing of every change file, applied or not.
+    for file in scan(fs, changes, {}).pending:
+        data, removed = erase_lines(fs.read_bytes(file.path), file.name.endswith(".gz"), key)
+        if removed:
+            fs.write_bytes(file.path, data)
+            rewritten.append((file.path, removed))
+            relative.append((file.folder, file.name))
     return ErasedFiles(tuple(rewritten), tuple(relative))
 
 

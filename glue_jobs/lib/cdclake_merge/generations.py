@@ -46,9 +46,8 @@ class Generations:
     # where the generation being built starts reading, nothing older.
     start: dict[str, Any] = field(default_factory=dict)
     began_at: str | None = None  # ISO time (UTC) the rebuild began
-    snapshot_id: str | None = (
-        None  # the incremental snapshot's signal id, recorded before it is sent
-    )
+    # The incremental snapshot's signal id, recorded before it is sent.
+    snapshot_id: str | None = None
     # False from the id's record until the signal table took it: a run killed in between sends
     # the same id again (the table keeps an id once), rather than waiting for a snapshot no
     # signal started. True for a state written before this field: its id was sent.
