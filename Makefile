@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup demo test lint format typecheck unit mutation synth diff deploy plugins rds-ca bench clean
+.PHONY: help setup demo test durations lint format typecheck unit mutation synth diff deploy plugins rds-ca bench clean
 
 help: ## Show this list of targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -79,6 +79,9 @@ unit: setup ## Run the test suite only (PYTEST_ARGS="-m 'not slow'" to narrow it
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 test: lint typecheck unit ## Lint, type-check and run every test (what CI runs)
+
+durations: ## Refresh tests/durations.json, the order the workers take the tests in, from a run's report (JUNIT=run.xml, pytest --junitxml)
+	$(PY) -m tests.workers $(JUNIT)
 
 PART ?= all
 MUTATION_MIN_SCORE ?= 95

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cdclake_merge.session import JAVA_OPTIONS_ENV, SHUFFLE_PARTITIONS_ENV
+from tests.workers import SHARED_STACK_GROUP, longest_groups_first, worker_group
 
 if TYPE_CHECKING:
     from cdclake.local.stack import LocalStack
@@ -244,29 +245,6 @@ def _cli_down(stack: LocalStack) -> None:
     assert stopped.exit_code == 0, stopped.output
 
 
-# The areas whose modules may use the session's stack: under pytest-xdist they share a worker.
-SHARED_STACK_AREAS = frozenset({"local", "fanout_e2e", "query", "bootstrap"})
-SHARED_STACK_GROUP = "the shared local stack"
-
-
-def worker_group(nodeid: str) -> str:
-    """Which tests share a pytest-xdist worker (``make test`` runs one per core).
-
-    Each worker is a session of its own, so what shares a session's fixtures must share a
-    worker: the areas on the shared stack form one group; an area with a conftest of its own
-    (which may hold session fixtures, such as tests/iam's recordings) another; any other
-    module one of its own. A pure function of the node ID: xdist's controller, which groups,
-    collects nothing.
-    """
-    path = Path(nodeid.split("::")[0])
-    if len(path.parts) < 3:  # a module directly under tests/
-        return str(path)
-    area = path.parts[1]
-    if area in SHARED_STACK_AREAS:
-        return SHARED_STACK_GROUP
-    return str(path.parent if (ROOT / "tests" / area / "conftest.py").is_file() else path)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Iterator[None]:
     """A run cancelled by ``kill`` (CI's time limit) stops as Ctrl-C does: the session's
@@ -303,7 +281,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules using the session's stack run first, one after another (each in its order),
     and the stack stops after the last test using it: its JVMs do not idle under other tests,
-    nor under another area's own stack; and as the longest group, it starts first on a worker."""
+    nor under another area's own stack; and as the longest group, it starts first on a worker.
+    The other groups follow longest first."""
 
     def uses(item: pytest.Item) -> bool:
         return bool(SHARED_STACK_FIXTURES & set(getattr(item, "fixturenames", ())))
@@ -319,13 +298,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if strays:
         raise pytest.UsageError(
             f"{', '.join(strays)} use the session's local stack: add the area to "
-            "SHARED_STACK_AREAS in tests/conftest.py, so that one worker runs them all"
+            "SHARED_STACK_AREAS in tests/workers.py, so that one worker runs them all"
         )
     _SHARED_STACK["last_user"] = None
-    if modules:
-        block = [item for item in items if getattr(item, "module", None) in modules]
-        rest = [item for item in items if getattr(item, "module", None) not in modules]
-        items[:] = block + rest
+    block = [item for item in items if getattr(item, "module", None) in modules]
+    rest = [item for item in items if getattr(item, "module", None) not in modules]
+    items[:] = block + longest_groups_first(rest)
+    if block:
         _SHARED_STACK["last_user"] = [item for item in block if uses(item)][-1]
 
 
