@@ -265,3 +265,22 @@ def metastore_client(uri: str) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+# --- Trino, the reader Athena is (tests/local/test_rebuild.py) --------------------------------
+
+
+def through_trino(stack: LocalStack, lake_table: str) -> dict[str, Any]:
+    """``DATABASE.TABLE`` as Trino's hudi catalog reads it through the stack's metastore: the
+    column types ``DESCRIBE`` gives and every row by column name (Trino started if needed)."""
+    from cdclake.local import trino as local_trino
+    from cdclake.query import engine_port
+
+    port = engine_port(stack)
+    name = f"hudi.{lake_table}"
+    described = local_trino.run_query(port, f"DESCRIBE {name}")
+    read = local_trino.run_query(port, f"SELECT * FROM {name}")
+    return {
+        "types": {row[0]: row[1] for row in described.rows},
+        "rows": [dict(zip(read.columns, row, strict=True)) for row in read.rows],
+    }

@@ -1,16 +1,19 @@
 """A rebuild on the real capture path (issue #49): PostgreSQL -> Debezium -> Kafka -> the S3
-sink -> merge -> Hudi -> the catalog, on the session's local stack.
+sink -> merge -> Hudi -> the stack's Hive metastore -> Trino, on the session's local stack.
 
-public.prices holds numeric(10,2), integer and text columns and a `label`, is merged once,
+public.prices holds numeric(10,2), integer and text columns and a `label`, is merged once by
+``cdclake merge --env local`` (a process: it registers the table in the stack's metastore),
 then ALTERed to numeric(14,4), double precision and integer, `label` dropped and `note` added,
 with DML before and after: the next merge fails needing a rebuild. ``cdclake rebuild --env
 local`` is then run as an operator runs it, as a process, and killed (SIGKILL) once its
-snapshot signal is in the signal table; the rest runs in this process's shared SparkSession
-(no second JVM): a rebuild run that swaps nothing (what readers see during the rebuild), then
-the command's steps again (begin and signal: it continues, signalling nothing; rebuild runs
-until the snapshot's COMPLETED notification has landed and everything listed is applied; the
-swap). Readers of the catalog entry get the whole table with the old types during the rebuild,
-PostgreSQL's rows and the new types after it; ``cdclake validate``'s comparison says equal.
+snapshot signal is in the signal table; a rebuild run in this process's shared SparkSession
+(it syncs no catalog) writes the new generation and swaps nothing; then the command is run
+again, as a process, with a config that makes the table MERGE_ON_READ: it continues (signalling
+nothing), runs until the snapshot's COMPLETED notification has landed and everything listed is
+applied, and swaps the metastore's entry. Trino, Athena's engine, reads the entry by name
+throughout: the whole table with the old types during the rebuild, PostgreSQL's rows and the
+new types (``DESCRIBE``: decimal(14,4), double, integer) after it; ``cdclake validate``'s
+comparison says equal.
 
 public.prices keeps config's default ``drop_columns: keep``: the policy the dispatcher's own
 rebuilds take unless a table says otherwise, so after the swap the dropped `label` is there,
@@ -20,8 +23,10 @@ PostgreSQL's values (docs/merge-job.md "Schema changes": a rename is that drop a
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -36,9 +41,11 @@ from tests.local.local_helpers import (
     missing_merge_prerequisite,
     pointed_at,
     row_ids,
+    run_cdclake,
     snapshot_signals,
     spark_on_stack_s3,
     start_cdclake,
+    through_trino,
     until,
     wait_for_events,
 )
@@ -59,10 +66,6 @@ def _updated(changes: list[dict[str, Any]], key: int) -> bool:
     return any(c["op"] == "u" and c["after"]["id"] == key for c in changes)
 
 
-def _types(spark: Any, table: str) -> dict[str, str]:
-    return {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
-
-
 @pytest.fixture(scope="module")
 def rebuilt(
     local_stack: LocalStack, spark: Any, tmp_path_factory: pytest.TempPathFactory
@@ -72,13 +75,7 @@ def rebuilt(
     if reason:
         pytest.skip(f"the rebuild merges: {reason}")
     from cdclake.ops import AnyFileSystem, local_place
-    from cdclake.rebuild import (
-        begin_and_signal,
-        lake_signal,
-        local_generation_sink,
-        rebuild_locally,
-        sidecar_of,
-    )
+    from cdclake.rebuild import local_generation_sink, sidecar_of
     from cdclake.validate import local_target, validate_once
     from cdclake_merge.generations import read_generations
     from cdclake_merge.rebuild import merge_table, rebuild_step
@@ -97,10 +94,11 @@ def rebuilt(
             )
         assert local_stack.reconcile().joined == [TABLE]
         wait_for_events(local_stack, TOPIC, lambda seen: row_ids(seen, "r") >= set(ROWS))
-        merge_in_session(spark, TABLE)
+        first = run_cdclake(local_stack, "merge", "--env", "local", "--table", TABLE, timeout=300)
+        assert first.returncode == 0, first.stderr[-2000:]
         config = load_config("local")
         place = local_place(config, TABLE)
-        seen["types_before"] = _types(spark, place.lake_table)
+        seen["before"] = through_trino(local_stack, place.lake_table)
 
         with local_stack.connect() as conn:
             conn.run(f"UPDATE public.prices SET amount = 7.77 WHERE id = {UPDATED_BEFORE}")
@@ -156,36 +154,20 @@ def rebuilt(
         wait_for_events(local_stack, TOPIC, lambda seen: _updated(seen, UPDATED_DURING))
         # A rebuild run that does not know the snapshot finished: it writes generation 2 and
         # swaps nothing, so readers keep generation 1 while the new one holds every row.
-        step = rebuild_step(
-            lambda: spark,
-            fs,
-            mor_sink,
-            mor_place.merge_options(),
-        )
+        step = rebuild_step(lambda: spark, fs, mor_sink, mor_place.merge_options())
         seen["during"] = step.result.committed and not step.swapped
-        seen["types_during"] = _types(spark, place.lake_table)
-        seen["rows_during"] = spark.table(place.lake_table).count()
+        seen["read_during"] = through_trino(local_stack, place.lake_table)
 
-        # The command run again, in this session: it continues the rebuild, signalling nothing.
-        sent: list[str] = []
-        send = lake_signal(config, TABLE, dsn=None, secret_id=None, no_ssl=False)
-
-        def counted(signal_id: str) -> None:
-            sent.append(signal_id)
-            send(signal_id)
-
-        seen["continued"] = begin_and_signal(fs, place, counted)
-        seen["sent_again"] = sent
-        try:
-            seen["done"] = rebuild_locally(mor, mor_place, timeout=90, spark_factory=lambda: spark)
-        except RuntimeError as exc:  # not caught up: each test after the swap says what it misses
-            seen["done"] = {"error": str(exc)}
-        spark.catalog.refreshTable(place.lake_table)
-        seen["types_after"] = _types(spark, place.lake_table)
-        after = spark.table(place.lake_table).collect()
-        seen["amounts"] = {r["id"]: r["amount"] for r in after}
-        seen["notes"] = {r["id"]: r["note"] for r in after}
-        seen["labels"] = {r.asDict().get("label", "left out") for r in after}
+        # The command run again as an operator runs it, with the config that retypes the
+        # table: it continues the rebuild, signalling nothing, and swaps the metastore's entry.
+        again = run_cdclake(
+            local_stack,
+            *("rebuild", "--env", "local", "--table", TABLE, "--config-dir", str(mor_dir)),
+            *("--timeout", "90"),
+            timeout=300,
+        )
+        seen["again"] = again
+        seen["after"] = through_trino(local_stack, place.lake_table)
         with local_stack.connect() as conn:
             seen["source_notes"] = dict(conn.run("SELECT id, note FROM public.prices"))
         seen["validated"] = validate_once(local_target("local", TABLE))
@@ -203,28 +185,44 @@ def rebuilt(
     yield seen
 
 
+def _done(again: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """What the rerun command printed last (its JSON line), or its failure."""
+    assert again.returncode == 0, again.stderr[-2000:]
+    return dict(json.loads(again.stdout.strip().splitlines()[-1]))
+
+
 def test_rebuild_local_merge_after_alter_refused_needing_a_rebuild(rebuilt: dict[str, Any]) -> None:
     assert "column 'amount' changed type from decimal(10,2) to decimal(14,4)" in rebuilt["refused"]
 
 
-def test_rebuild_local_readers_during_rebuild_get_whole_table_with_old_types(
+def test_rebuild_local_trino_before_rebuild_reads_source_types(rebuilt: dict[str, Any]) -> None:
+    before = rebuilt["before"]["types"]
+    assert (before["amount"], before["qty"], before["code"]) == (
+        "decimal(10,2)",
+        "integer",
+        "varchar",
+    )
+
+
+def test_rebuild_local_trino_during_rebuild_reads_whole_table_with_old_types(
     rebuilt: dict[str, Any],
 ) -> None:
     assert rebuilt["during"]  # generation 2 took a commit before the swap
-    assert rebuilt["rows_during"] == len(ROWS)
-    during = rebuilt["types_during"]
-    assert (during["amount"], during["qty"], during["code"]) == ("decimal(10,2)", "int", "string")
+    during = rebuilt["read_during"]
+    assert {row["id"] for row in during["rows"]} == set(ROWS)
+    types = during["types"]
+    assert (types["amount"], types["qty"], types["code"]) == ("decimal(10,2)", "integer", "varchar")
 
 
-def test_rebuild_local_readers_after_swap_get_new_types(rebuilt: dict[str, Any]) -> None:
-    after = rebuilt["types_after"]
-    assert (after["amount"], after["qty"], after["code"]) == ("decimal(14,4)", "double", "int")
+def test_rebuild_local_trino_after_swap_describes_new_types(rebuilt: dict[str, Any]) -> None:
+    after = rebuilt["after"]["types"]
+    assert (after["amount"], after["qty"], after["code"]) == ("decimal(14,4)", "double", "integer")
 
 
-def test_rebuild_local_rows_after_swap_hold_changes_before_and_during(
+def test_rebuild_local_trino_after_swap_reads_changes_before_and_during(
     rebuilt: dict[str, Any],
 ) -> None:
-    amounts = rebuilt["amounts"]
+    amounts = {row["id"]: row["amount"] for row in rebuilt["after"]["rows"]}
     assert len(amounts) == len(ROWS) + 1
     assert (amounts[UPDATED_BEFORE], amounts[UPDATED_DURING], amounts[ADDED]) == (
         Decimal("7.7700"),
@@ -233,9 +231,10 @@ def test_rebuild_local_rows_after_swap_hold_changes_before_and_during(
     )
 
 
-def test_rebuild_local_prints_generation_rows_and_seconds(rebuilt: dict[str, Any]) -> None:
-    done = rebuilt["done"]
-    assert "error" not in done, done["error"]
+def test_rebuild_local_command_again_prints_generation_rows_and_seconds(
+    rebuilt: dict[str, Any],
+) -> None:
+    done = _done(rebuilt["again"])
     assert (done["table"], done["generation"], done["rows"]) == (TABLE, 2, len(ROWS) + 1)
     assert done["seconds"] >= 0
 
@@ -262,21 +261,24 @@ def test_rebuild_local_killed_command_had_begun_and_signalled(rebuilt: dict[str,
 def test_rebuild_local_command_run_again_continues_without_a_second_signal(
     rebuilt: dict[str, Any],
 ) -> None:
-    assert rebuilt["sent_again"] == []
-    assert rebuilt["continued"].snapshot_id == rebuilt["state"].snapshot_id
+    _done(rebuilt["again"])
+    snapshot_id = rebuilt["state"].snapshot_id
+    said = " ".join(rebuilt["again"].stderr.split())  # as printed, lines joined again
+    assert f"rebuild of generation 2 continued (snapshot {snapshot_id})" in said
     assert len(rebuilt["signals"]) == 1
 
 
 def test_rebuild_local_added_column_after_swap_holds_source_values(
     rebuilt: dict[str, Any],
 ) -> None:
-    assert rebuilt["types_after"]["note"] == "string"
-    assert rebuilt["notes"] == rebuilt["source_notes"]
+    assert rebuilt["after"]["types"]["note"] == "varchar"
+    notes = {row["id"]: row["note"] for row in rebuilt["after"]["rows"]}
+    assert notes == rebuilt["source_notes"]
 
 
 def test_rebuild_local_dropped_column_after_swap_kept_null(rebuilt: dict[str, Any]) -> None:
-    assert rebuilt["types_after"]["label"] == "string"
-    assert rebuilt["labels"] == {None}
+    assert rebuilt["after"]["types"]["label"] == "varchar"
+    assert {row["label"] for row in rebuilt["after"]["rows"]} == {None}
 
 
 def test_rebuild_local_merge_with_mor_config_before_rebuild_refused(
