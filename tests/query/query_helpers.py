@@ -190,3 +190,31 @@ def stack_with(root: Path, *, running: dict[str, int], stopped: tuple[str, ...])
     stack.root.mkdir(parents=True, exist_ok=True)
     stack.state_file.write_text(state.to_json())
     return stack
+
+
+def stored_text(stack: LocalStack, topic: str) -> str:
+    """Every value the stack keeps for the lake, as text: each file of its warehouse (the
+    tables, their histories, sidecars and quarantine), parquet pages read (they are
+    compressed), gzip opened, the rest as stored (Hudi's metadata tables' HFiles too, whose
+    blocks may be compressed: a copy there may not show); and each change file of ``topic``
+    in its bucket."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    state = stack.load_state()
+    assert state is not None
+    warehouse = Path(stack.status()["warehouse"])
+    texts = []
+    for path in sorted(p for p in warehouse.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == ".parquet":
+            texts.append(str(pq.ParquetFile(io.BytesIO(data)).read().to_pylist()))
+        else:
+            opened = gzip.decompress(data) if path.suffix == ".gz" else data
+            texts.append(opened.decode("latin-1"))
+    s3 = stack.s3_client(state)
+    for key in bucket_keys(stack, f"topics/{topic}/"):
+        body = s3.get_object(Bucket=state.bucket, Key=key)["Body"].read()
+        texts.append((gzip.decompress(body) if key.endswith(".gz") else body).decode("latin-1"))
+    return "\n".join(texts)

@@ -13,7 +13,9 @@ each key's values, and the column types Trino reports. The registration Athena c
 reader by (names, input formats, partitions) is read from the metastore. Invoices keeps its
 history (issue #51): read by name through Trino after each phase, it holds every change a
 trigger in PostgreSQL logged, each key's in order, with versions that neither overlap nor
-stay open.
+stay open. Last, ``cdclake erase --env local`` forgets invoice 4 (deleted at the source in the
+first phase): no file of the warehouse or change file of its topic holds its values any more,
+and every other key's history reads through Trino as before.
 
 Trino 476's hudi connector reads a merge-on-read table from its base files only, under either
 name (``<table>`` and ``<table>_rt``): it equals the source while no change sits in a log file
@@ -42,6 +44,7 @@ from tests.query.query_helpers import (
     registered_formats,
     registered_partitions,
     run_cli,
+    stored_text,
     topic_events,
     wait_until,
 )
@@ -117,6 +120,7 @@ TOAST = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(100))
 # Key 2 becomes 200 with its TOAST value unchanged: Debezium's create of 200 carries the
 # placeholder, which the merge fills from key 2's value (the delete at the same position).
 KEY_CHANGED = 200
+ERASED = 4  # deleted in the first phase; its values are in older file versions until erased
 
 
 Phase = dict[str, dict[str, Any]]
@@ -434,3 +438,39 @@ def test_history_through_trino_versions_neither_overlap_nor_stay_open(altered: P
         key: versions[-1]["_cdc_current"] for key, versions in _versions(history["trino"]).items()
     }
     assert [key for key, is_current in last.items() if is_current] == current
+
+
+@pytest.fixture(scope="module")
+def erased(stack: LocalStack, port: int, altered: Phase) -> dict[str, Any]:
+    """``cdclake erase`` of invoice 4 as an operator runs it, with what the stack stored of its
+    values before and after, and the history through Trino after."""
+    topic = f"{stack.config.prefix}.{INVOICES}"
+    before = stored_text(stack, topic)
+    ran = run_cli(
+        stack.root, "erase", "--env", "local", "--table", INVOICES, "--key", f"id={ERASED}"
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return {
+        "before": before,
+        "after": stored_text(stack, topic),
+        "history": _history(stack, port),
+        "printed": json.loads(ran.stdout.strip().splitlines()[-1]),
+    }
+
+
+def test_erase_capture_path_key_values_in_no_stored_file(erased: dict[str, Any]) -> None:
+    value = f"customer {ERASED}"
+    assert (value in erased["before"], value in erased["after"]) == (True, False)
+
+
+def test_erase_capture_path_other_keys_history_unchanged(
+    altered: Phase, erased: dict[str, Any]
+) -> None:
+    kept = [r for r in altered["history"]["trino"] if r["id"] != ERASED]
+    assert len(kept) < len(altered["history"]["trino"])  # the key had versions
+    assert erased["history"]["trino"] == kept
+
+
+def test_erase_capture_path_prints_the_table_and_key(erased: dict[str, Any]) -> None:
+    printed = erased["printed"]
+    assert (printed["table"], printed["key"]) == (INVOICES, {"id": str(ERASED)})
