@@ -112,5 +112,6 @@ def module_seconds(junit_xml: Path) -> dict[str, float]:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m tests.workers RUN.xml (pytest --junitxml)")
-    DURATIONS.write_text(json.dumps(module_seconds(Path(sys.argv[1])), indent=1) + "\n")
-    print(f"{DURATIONS.relative_to(ROOT)}: {len(measured.__wrapped__())} modules")
+    durations = module_seconds(Path(sys.argv[1]))
+    DURATIONS.write_text(json.dumps(durations, indent=1) + "\n")
+    print(f"{DURATIONS.relative_to(ROOT)}: {len(durations)} modules")

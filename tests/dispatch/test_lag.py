@@ -212,14 +212,13 @@ def test_dispatcher_lag_local_cli_stamped_in_utc_on_a_machine_off_utc(
     turn = time.time() - 3 * 86_400
     # Only TZ put back after: undoing the whole monkeypatch would also undo the world's
     # environment (no endpoint of another area's moto server, the region) before the read.
-    with monkeypatch.context() as tokyo:
-        tokyo.setenv("TZ", "Asia/Tokyo")
-        time.tzset()
-        try:
-            publish_local_lag("local", decisions, turn)
-        finally:
-            tokyo.undo()
+    try:
+        with monkeypatch.context() as tokyo:
+            tokyo.setenv("TZ", "Asia/Tokyo")
             time.tzset()
+            publish_local_lag("local", decisions, turn)
+    finally:
+        time.tzset()
     moment = dt.datetime.fromtimestamp(turn, dt.UTC)
     found = _cloudwatch().get_metric_statistics(
         Namespace=NAMESPACE,

@@ -96,21 +96,30 @@ def listening(pid: int) -> list[tuple[str, int]]:
 # --- the lake read back through the catalog (test_lake_through_trino.py) ------------------------
 
 
-def topic_events(stack: LocalStack, topic: str) -> list[dict[str, Any]]:
-    """The Debezium payloads of ``topic`` in the stack's change bucket, in offset order."""
+def change_files(stack: LocalStack, topic: str) -> list[bytes]:
+    """Each change file of ``topic`` in the stack's change bucket, gzip opened, in offset
+    order."""
     state = stack.load_state()
     assert state is not None
     s3 = stack.s3_client(state)
-    payloads: list[dict[str, Any]] = []
     pages = s3.get_paginator("list_objects_v2").paginate(
         Bucket=state.bucket, Prefix=f"topics/{topic}/"
     )
+    bodies = []
     for key in sorted(item["Key"] for page in pages for item in page.get("Contents", [])):
         body = s3.get_object(Bucket=state.bucket, Key=key)["Body"].read()
-        if key.endswith(".gz"):
-            body = gzip.decompress(body)
-        payloads += [json.loads(line)["payload"] for line in body.decode().splitlines() if line]
-    return payloads
+        bodies.append(gzip.decompress(body) if key.endswith(".gz") else body)
+    return bodies
+
+
+def topic_events(stack: LocalStack, topic: str) -> list[dict[str, Any]]:
+    """The Debezium payloads of ``topic`` in the stack's change bucket, in offset order."""
+    return [
+        json.loads(line)["payload"]
+        for body in change_files(stack, topic)
+        for line in body.decode().splitlines()
+        if line
+    ]
 
 
 def wait_until(check: Callable[[], bool], what: str, *, timeout: float = 180.0) -> None:
@@ -202,8 +211,6 @@ def stored_text(stack: LocalStack, topic: str) -> str:
 
     import pyarrow.parquet as pq
 
-    state = stack.load_state()
-    assert state is not None
     warehouse = Path(stack.status()["warehouse"])
     texts = []
     for path in sorted(p for p in warehouse.rglob("*") if p.is_file()):
@@ -213,8 +220,5 @@ def stored_text(stack: LocalStack, topic: str) -> str:
         else:
             opened = gzip.decompress(data) if path.suffix == ".gz" else data
             texts.append(opened.decode("latin-1"))
-    s3 = stack.s3_client(state)
-    for key in bucket_keys(stack, f"topics/{topic}/"):
-        body = s3.get_object(Bucket=state.bucket, Key=key)["Body"].read()
-        texts.append((gzip.decompress(body) if key.endswith(".gz") else body).decode("latin-1"))
+    texts += [body.decode("latin-1") for body in change_files(stack, topic)]
     return "\n".join(texts)
