@@ -6,14 +6,17 @@ history, the change files and the quarantine lose the key. This command checks f
 every key column is given once and that the source no longer holds the row, then:
 
 * locally runs the erase in this process, on the local stack's warehouse and change bucket;
-* on AWS starts a run of the table's Glue job with ``--mode erase`` and the key as a JSON job
-  argument (the job's role, Hudi bundle and one-run-at-a-time concurrency: no merge writes
-  while it erases); ``--wait`` follows the run to its end.
+* on AWS writes the key to a request object in the table's sidecar and starts a run of the
+  table's Glue job with ``--mode erase --erase_request ID`` (the job's role, Hudi bundle and
+  one-run-at-a-time concurrency: no merge writes while it erases). The key is not a job
+  argument, so Glue's run history never holds it; the run removes the request once it erased
+  (:mod:`cdclake_merge.erase_request`). ``--wait`` follows the run to its end.
 
 Either way it prints the places an erase cannot reach and the date the key's last copy there
 ages out (:func:`environment.retention.erase_deadlines`): a Rich table on stderr and one JSON
-line on stdout. The key's values appear only there, as the operator typed them; the Glue
-run's own output holds counts only.
+line on stdout. The key's values appear only there, as the operator typed them, and in the
+request object until its run erased; the Glue run's arguments hold the request's id and its
+output counts only.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True, soft_wrap=True)
 ERASE_MODE = "erase"  # glue_jobs/merge_job.py --mode
-KEY_ARGUMENT = "--erase_key"  # the key as JSON: {column: value as typed}
+REQUEST_ARGUMENT = "--erase_request"  # the id of the request object holding the key
 
 
 def parse_key(table: str, key_columns: Sequence[str], given: Sequence[str]) -> dict[str, str]:
@@ -167,10 +170,25 @@ def show(
 
 
 def start_erase(glue: Any, place: LakePlace, key: Mapping[str, str]) -> str:
-    """Start the table's Glue job in erase mode; the run id. RuntimeError: one-line reason."""
-    from cdclake.quarantine import start_mode_run
+    """Write the key's request and start the table's Glue job in erase mode on it; the run id.
+    RuntimeError: one-line reason (the request is removed again: no run will read it)."""
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    return start_mode_run(glue, place, {"--mode": ERASE_MODE, KEY_ARGUMENT: json.dumps(key)})
+    from cdclake.ops import AnyFileSystem
+    from cdclake.quarantine import start_mode_run
+    from cdclake_merge.erase_request import remove_request, request_folder, write_request
+
+    fs = AnyFileSystem()
+    try:
+        request = write_request(fs, place.warehouse, place.lake_table, key)
+    except (BotoCoreError, ClientError) as exc:
+        folder = request_folder(place.warehouse, place.lake_table)
+        raise RuntimeError(f"the erase request could not be written to {folder}: {exc}") from None
+    try:
+        return start_mode_run(glue, place, {"--mode": ERASE_MODE, REQUEST_ARGUMENT: request})
+    except RuntimeError:
+        remove_request(fs, place.warehouse, place.lake_table, request)
+        raise
 
 
 # --- CLI ---------------------------------------------------------------------------------------

@@ -32,6 +32,9 @@ def claim_check_days(archive_retention_days: int) -> int:
     return max(CLAIM_CHECK_MIN_DAYS, archive_retention_days)
 
 
+LAKE_VERSIONS = "S3 noncurrent versions of the lake table's files and of the erase's request"
+
+
 @dataclass(frozen=True)
 class Deadline:
     """A place an erase cannot reach, and when the last copy there is gone at the latest."""
@@ -63,9 +66,11 @@ def erase_deadlines(
         days = noncurrent_version_days(table.retain_hours or config.lake.retain_hours)
         deadlines.append(
             Deadline(
-                "S3 noncurrent versions of the lake table's files",
+                LAKE_VERSIONS,
                 _next_midnight(erased_at) + timedelta(days=days),
-                f"the lake bucket's noncurrent version expiry ({days} d)",
+                # The request object (AWS) is removed when its run has erased, not before.
+                f"the lake bucket's noncurrent version expiry ({days} d); the erase's request "
+                "from the day its run ends",
             )
         )
         # The merge remembers a deleted key (its values) so a redelivered older change cannot

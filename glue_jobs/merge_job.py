@@ -19,8 +19,9 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   none is, and the swap once it caught up,
                                   cdclake_merge.rebuild.rebuild_step; erase: forget a key the
                                   source deleted, cdclake_merge.erase.erase_key)
-    --erase_key '{"id": "7"}'     (erase: the key, every key column's value as text; `cdclake
-                                  erase` passes it)
+    --erase_request ID            (erase: the request `cdclake erase` wrote in the table's
+                                  sidecar, holding the key; removed once erased, so the key
+                                  is in no run's arguments: cdclake_merge.erase_request)
     --snapshot_done true          (rebuild: an operator's word that the rebuild's incremental
                                   snapshot finished; else Debezium's COMPLETED notification)
     --notifications_path s3://…/  (rebuild: where the S3 sink writes the capture's notifications;
@@ -86,7 +87,7 @@ ARGUMENTS = (
     "notifications_path",
     "drop_columns",
     "signal_function",
-    "erase_key",
+    "erase_request",
 )
 MODES = ("merge", "replay", "restore", "rebuild", "erase")
 # The table's services, as config's LakeConfig.services_of names them (open_sink's keywords).
@@ -122,7 +123,7 @@ OPTIONAL = {
     "drop_columns": "keep",
     "history": "",
     "signal_function": "",
-    "erase_key": "",
+    "erase_request": "",
 }
 
 
@@ -255,17 +256,6 @@ def function_signal(function: str, table: str) -> Callable[[str], None]:
     return signal
 
 
-def erase_key_of(args: dict[str, str]) -> dict[str, str]:
-    """--erase_key as ``{column: value}``; ValueError (naming no value) when it is not one."""
-    try:
-        key = json.loads(args["erase_key"] or "null")
-    except ValueError:
-        key = None
-    if not isinstance(key, dict) or not key or not all(isinstance(v, str) for v in key.values()):
-        raise ValueError("--erase_key must be a JSON object of key columns' text values")
-    return key
-
-
 def notifications_of(args: dict[str, str]) -> str:
     from cdclake_merge.generations import notifications_beside
 
@@ -276,6 +266,7 @@ def main(argv: list[str]) -> int:
     """Run the job; 0 once done. :class:`RunFailed` when the run fails for a reason of its own
     (a refused argument, the merge's gates, a schema change the table cannot take)."""
     from cdclake_merge.erase import erase_key, refuse_unreachable_generations
+    from cdclake_merge.erase_request import read_request, remove_request, request_path
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.job import MergeError
     from cdclake_merge.metrics import TableRun, publish
@@ -291,7 +282,8 @@ def main(argv: list[str]) -> int:
     try:
         options = merge_options(args)
         snapshot_done, keep_columns = rebuild_arguments(args)
-        key = erase_key_of(args) if mode == "erase" else {}
+        if mode == "erase":  # an id not `cdclake erase`'s
+            request_path(args["warehouse_path"], options.table, args["erase_request"])
     except ValueError as exc:  # a job argument edited in the console: fail before a session
         raise RunFailed(f"cdclake {mode} failed: {exc}") from None
     spark, job = build_session(args)
@@ -328,6 +320,8 @@ def main(argv: list[str]) -> int:
             restored = sink.restore(spark, parse_restore_target(args["restore_to"]))
             output = {"cdclake_restore": {"table": options.table, "version": restored.version}}
         elif mode == "erase":
+            warehouse = filesystem_for(args["warehouse_path"], spark)
+            request = (args["warehouse_path"], options.table, args["erase_request"])
             # Counts only: the run's output is its log, which must not hold the key's values.
             erased = erase_key(
                 spark,
@@ -335,8 +329,9 @@ def main(argv: list[str]) -> int:
                 changes,
                 changes=args["changes_path"],
                 quarantine_root=args["quarantine_path"],
-                key=key,
+                key=read_request(warehouse, *request),
             )
+            remove_request(warehouse, *request)  # kept by a failed run: a rerun finds it
             output = {"cdclake_erase": erased.as_dict()}
         elif mode == "rebuild":
             rebuilt = rebuild_step(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from environment.config import EnvironmentConfig
-from environment.retention import erase_deadlines
+from environment.retention import LAKE_VERSIONS, erase_deadlines
 
 from .config_helpers import minimal
 
@@ -24,9 +24,7 @@ def test_erase_deadlines_kafka_topics_retention_plus_segment() -> None:
 
 
 def test_erase_deadlines_noncurrent_versions_whole_days_from_midnight() -> None:
-    until = _deadlines(table={"retain_hours": 25})[
-        "S3 noncurrent versions of the lake table's files"
-    ]
+    until = _deadlines(table={"retain_hours": 25})[LAKE_VERSIONS]
     assert until == datetime(2026, 3, 13, tzinfo=UTC)
 
 

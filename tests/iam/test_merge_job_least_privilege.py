@@ -86,6 +86,7 @@ HUGE = 10**25  # fits no decimal(38,18): the line the merge quarantines
 FIX = {"discount": "string"}  # the fix the replay applies it with
 COMPONENT = "Glue merge job (merge, replay and erase)"
 ERASED = 20_000  # a key inserted and deleted in the change files, then erased
+TABLE_NAME = "public_orders"  # TableConfig.lake_table_name of TABLE
 CHECKED_BY = "recorded requests (moto recorder) against the statements, conditions included"
 #: Found by removal (test_merge_job_each_needed_statement_removed_denies_a_request_it_grants).
 NEEDED = {
@@ -161,7 +162,9 @@ def job_runs(
 ) -> Iterator[dict[str, Any]]:
     """A merge run, a replay run with the fix, then an erase run of a deleted key, of the
     template's public.orders job."""
+    from cdclake_merge.erase_request import request_path, write_request
     from cdclake_merge.generator import GeneratorOptions, generate_files
+    from cdclake_merge.storage import S3FileSystem
     from environment.config import load_config
 
     folder = tmp_path_factory.mktemp("merge-iam")
@@ -204,28 +207,27 @@ def job_runs(
         argv = ["merge_job.py", "--JOB_NAME", str(res[job]["Properties"]["Name"])]
         for name, value in {**arguments, "--database": DATABASE}.items():
             argv += [name, str(value)]
+        warehouse, lake_table = arguments["--warehouse_path"], f"{DATABASE}.{TABLE_NAME}"
+        replay = ["--mode", "replay", "--column_types", json.dumps(FIX), "--JOB_RUN_ID", "jr_iam"]
         main = runpy.run_path(str(ENTRY))["main"]
         runs: dict[str, Any] = {}
         with spark_s3(spark, endpoint, REGION):
-            for mode, extra in (
-                ("merge", []),
-                (
-                    "replay",
-                    [
-                        "--mode",
-                        "replay",
-                        "--column_types",
-                        json.dumps(FIX),
-                        "--JOB_RUN_ID",
-                        "jr_iam",
-                    ],
-                ),
-                ("erase", ["--mode", "erase", "--erase_key", json.dumps({"id": str(ERASED)})]),
-            ):
+            for mode in ("merge", "replay", "erase"):
+                extra = {"merge": [], "replay": replay}.get(mode)
+                if extra is None:
+                    # What `cdclake erase` writes right before it starts the run (not earlier:
+                    # the merge's first writes would find the folders it made).
+                    request = write_request(
+                        S3FileSystem(s3), warehouse, lake_table, {"id": str(ERASED)}
+                    )
+                    extra = ["--mode", "erase", "--erase_request", request]
                 recorder(endpoint, "reset-recording")
                 output = _main_json(main, argv + extra)
                 recording = recorder(endpoint, "download-recording")
                 runs[mode] = {"output": output, "recording": recording}
+        request_key = request_path(warehouse, lake_table, request).removeprefix("s3://")
+        runs["erase"]["request"] = request_key.partition("/")[2]
+        runs["erase"]["request_left"] = S3FileSystem(s3).exists(f"s3://{request_key}")
         yield {"statements": statements, "runs": runs, "bucket_keys": world.bucket_keys}
 
 
@@ -260,6 +262,14 @@ def test_merge_job_replay_run_with_fix_applies_quarantined_line(job_runs: dict[s
 def test_merge_job_erase_run_rewrites_the_change_file(job_runs: dict[str, Any]) -> None:
     erased = job_runs["runs"]["erase"]["output"]["cdclake_erase"]
     assert (erased["change_files"], erased["change_lines"]) == (1, 2), erased
+
+
+def test_merge_job_erase_run_reads_its_request_then_removes_it(
+    job_runs: dict[str, Any], accesses: dict[str, list[Access]]
+) -> None:
+    erase = job_runs["runs"]["erase"]
+    on_request = {a.action for a in accesses["erase"] if a.resource.endswith(erase["request"])}
+    assert (erase["request_left"], on_request) == (False, {"s3:GetObject", "s3:DeleteObject"})
 
 
 @pytest.mark.parametrize("mode", ["merge", "replay", "erase"])

@@ -37,6 +37,7 @@ from cdclake_merge.storage import (
     list_folder,
 )
 from environment.config import load_config
+from environment.retention import LAKE_VERSIONS
 
 from .support import Lake, envelope, line
 
@@ -335,7 +336,7 @@ def test_erase_command_local_key_in_no_quarantine_file(erased_lake: ErasedLake) 
 @pytest.mark.hudi
 def test_erase_command_local_deadlines_in_json_line(erased_lake: ErasedLake) -> None:
     places = [d["place"] for d in erased_lake.shown["deadlines"]]
-    assert places[:2] == ["Kafka topics", "S3 noncurrent versions of the lake table's files"]
+    assert places[:2] == ["Kafka topics", LAKE_VERSIONS]
 
 
 def test_erase_generations_replaced_one_not_removed_refused() -> None:

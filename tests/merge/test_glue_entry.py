@@ -199,13 +199,14 @@ def test_glue_entry_unknown_mode_refused_before_a_session() -> None:
     )
 
 
-def test_glue_entry_erase_key_not_an_object_refused_before_a_session() -> None:
+def test_glue_entry_erase_request_not_an_id_refused_before_a_session() -> None:
     module = runpy.run_path(str(ENTRY))
     argv = [*MINIMAL_ARGV, "--max_bad_fraction", "0", "--mode", "erase"]
     with pytest.raises(module["RunFailed"]) as refused:
-        module["main"]([*argv, "--erase_key", '["secret-7"]'])
+        module["main"]([*argv, "--erase_request", "../../x"])
     assert str(refused.value) == (
-        "cdclake erase failed: --erase_key must be a JSON object of key columns' text values"
+        "cdclake erase failed: --erase_request must be the 32 hex digits `cdclake erase` "
+        "started the run with, not '../../x'"
     )
 
 
@@ -359,6 +360,9 @@ def test_spark_jars_without_merge_jar_names_it_and_make_setup(
 # --- rebuild (issue #49): the entry follows the table's generations ---------------------------
 
 
+REQUEST = "0123456789abcdef0123456789abcdef"  # an erase request's id, as `cdclake erase` names one
+
+
 def _notes_argv(root: Path) -> list[str]:
     """A job of public.notes over folders under ``root``, its change files in the topic folder
     the S3 sink writes."""
@@ -416,9 +420,23 @@ def test_glue_entry_erase_while_a_replaced_generation_remains_refused(
     write_generations(LocalFileSystem(), str(sidecar), Generations(live=2, retired=1))
     module = runpy.run_path(str(ENTRY))
     with pytest.raises(module["RunFailed"]) as refused:
-        module["main"]([*argv, "--mode", "erase", "--erase_key", '{"id": "1"}'])
+        module["main"]([*argv, "--mode", "erase", "--erase_request", REQUEST])
     assert "generation 1 of rebuild_entry.public_notes, which a rebuild's swap replaced" in str(
         refused.value
+    )
+
+
+@pytest.mark.spark
+def test_glue_entry_erase_request_removed_or_never_written_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    module = runpy.run_path(str(ENTRY))
+    with pytest.raises(module["RunFailed"]) as refused:
+        module["main"]([*_notes_argv(tmp_path), "--mode", "erase", "--erase_request", REQUEST])
+    folder = tmp_path / "warehouse" / "rebuild_entry.db" / "_cdclake" / "public_notes"
+    assert str(refused.value) == (
+        f"cdclake erase failed: erase request {REQUEST} is not in {folder}/erase-requests: an "
+        "erase that succeeded removed it; start another with `cdclake erase`"
     )
 
 
