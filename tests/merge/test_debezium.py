@@ -76,26 +76,6 @@ def test_parse_value_snapshot_sequence_without_commit_orders_by_lsn() -> None:
     assert (outcome.change.commit_lsn, outcome.change.lsn) == (30, 30)
 
 
-@pytest.mark.parametrize(
-    ("op", "snapshot", "reason"),
-    [
-        ("r", "last_in_data_collection", debezium.SNAPSHOT_END),
-        ("r", "last", debezium.SNAPSHOT_END),
-        ("r", "true", None),
-        ("r", "first_in_data_collection", None),
-        ("r", "incremental", None),
-        ("u", "last", None),
-    ],
-)
-def test_parse_value_snapshot_last_read_marked_as_its_end(
-    op: str, snapshot: str, reason: str | None
-) -> None:
-    event = envelope(op, lsn=50, after={"id": 1})
-    event["source"]["snapshot"] = snapshot
-    outcome = parse_value(event, SPEC)
-    assert (outcome.kind, outcome.reason) == ("event", reason)
-
-
 def test_parse_value_truncate_has_no_row() -> None:
     outcome = parse_value(envelope("t", lsn=99), SPEC)
     assert outcome.change is not None

@@ -14,14 +14,7 @@ import pytest
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
 from cdclake_merge.replay import quarantined, replay
-from tests.merge.support import (
-    Lake,
-    compact_line,
-    envelope,
-    parsed_in_python,
-    snapshot_reads,
-    with_schema,
-)
+from tests.merge.support import Lake, envelope, parsed_in_python, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
@@ -206,57 +199,6 @@ def test_run_merge_truncate_removes_older_rows_of_other_partitions_in_later_runs
     lake.write("p1.json", [c(3, "older-from-p1", 20)], partition=1)
     lake.merge()
     assert lake.visible() == [{"id": 2, "name": "after"}]
-
-
-def test_run_merge_snapshot_taken_again_removes_rows_deleted_meanwhile(lake: Lake) -> None:
-    # The connector's snapshot and a change it streamed; then, its offsets lost (a crash
-    # before their first flush), a snapshot taken again: rows deleted while it was not
-    # streaming have no delete event, only their absence from the second snapshot.
-    first = snapshot_reads([(1, "a"), (2, "a"), (3, "a")], 10)
-    lake.write("a.json", [*first, c(4, "streamed", 20)])
-    lake.merge()
-    lake.write("b.json", [*snapshot_reads([(1, "again"), (4, "streamed")], 50), c(5, "after", 60)])
-    lake.merge()
-    assert lake.visible() == [
-        {"id": 1, "name": "again"},
-        {"id": 4, "name": "streamed"},
-        {"id": 5, "name": "after"},
-    ]
-
-
-def test_run_merge_snapshot_unfinished_removes_nothing_until_its_end(cow_lake: Lake) -> None:
-    lake = cow_lake
-    lake.write("a.json", snapshot_reads([(1, "a"), (2, "a"), (3, "a")], 10))
-    lake.merge()
-    lake.write("b.json", snapshot_reads([(1, "again"), (2, "again")], 50, ends=False))
-    lake.merge()
-    kept = [r["id"] for r in lake.visible()]
-    lake.write("c.json", snapshot_reads([(9, "again")], 50)[-1:])
-    lake.merge()
-    assert (kept, [r["id"] for r in lake.visible()]) == ([1, 2, 3], [1, 2, 9])
-
-
-def test_run_merge_snapshot_end_older_change_redelivered_after_it_changes_nothing(
-    cow_lake: Lake,
-) -> None:
-    lake = cow_lake
-    lake.write("a.json", [*snapshot_reads([(1, "a")], 10), *snapshot_reads([(1, "again")], 50)])
-    lake.merge()
-    lake.write("b.json", [c(3, "before the snapshot", 20)], partition=1)
-    lake.merge()
-    assert lake.visible() == [{"id": 1, "name": "again"}]
-
-
-def test_run_merge_snapshot_taken_again_schema_included_removes_rows_deleted_meanwhile(
-    lake: Lake,
-) -> None:
-    # Lines with their schema, as the JSON converter writes them, are decoded in the JVM.
-    fields = [{"field": "id", "type": "int32"}, {"field": "name", "type": "string"}]
-    first = snapshot_reads([(1, "a"), (2, "a")], 10)
-    again = snapshot_reads([(2, "again")], 50)
-    lake.write("a.json", [compact_line(with_schema(e, fields)) for e in [*first, *again]])
-    lake.merge()
-    assert lake.visible() == [{"id": 2, "name": "again"}]
 
 
 def test_run_merge_toast_placeholder_keeps_value_across_runs(two_runs: TwoRuns) -> None:

@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, FloatType, StructType
 
-from cdclake_merge.debezium import SNAPSHOT_END, TableSpec, dumps, parse_line
+from cdclake_merge.debezium import TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl, raw_type
 
@@ -48,12 +48,6 @@ MANY_REASONS = "reasons of too many kinds to list"
 
 def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
-
-
-def order_before(order: str) -> str:
-    """The order just before ``order``: after every change committed before it (a snapshot's
-    reads share one order; a horizon here removes what is older than all of them)."""
-    return f"{order[:20]}{int(order[20:]) - 1:020d}"
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
@@ -496,9 +490,8 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     One row per outcome: events by op, skips and quarantined lines by reason kind
     (:func:`reason_kind`; the quarantine keeps each line's full reason), with ``count``;
     ``by_reason=False`` counts skips and bad lines under :data:`MANY_REASONS` instead.
-    The ``t`` row's ``order`` is the newest truncate of the run, the ``r`` row's
-    ``snapshot_end`` the newest end of a snapshot (:data:`~cdclake_merge.debezium.SNAPSHOT_END`);
-    event rows' ``source_ts_ms`` is their newest source commit time (lake freshness); the
+    The ``t`` row's ``order`` is the newest truncate of the run; event rows'
+    ``source_ts_ms`` is their newest source commit time (lake freshness); the
     ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns. Events
     the JVM decoded are counted per ``head`` (their plan knows their columns), with the
     TOAST columns they carried in ``toast``.
@@ -513,7 +506,6 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     ).agg(
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
-        F.max(F.when(F.col("reason") == SNAPSHOT_END, F.col("order"))).alias("snapshot_end"),
         F.max("source_ts_ms").alias("source_ts_ms"),
         F.collect_list(F.when(is_schema, F.col("row_json"))).alias("meta"),
         F.array_distinct(
