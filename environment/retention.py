@@ -70,7 +70,7 @@ def erase_deadlines(
                 _next_midnight(erased_at) + timedelta(days=days),
                 # The request object (AWS) is removed when its run has erased, not before.
                 f"the lake bucket's noncurrent version expiry ({days} d); the erase's request "
-                "from the day its run ends",
+                "counts from the day the run that erased removed it (a failed run keeps it)",
             )
         )
         # The merge remembers a deleted key (its values) so a redelivered older change cannot

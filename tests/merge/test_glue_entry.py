@@ -427,6 +427,25 @@ def test_glue_entry_erase_while_a_replaced_generation_remains_refused(
 
 
 @pytest.mark.spark
+@pytest.mark.hudi
+def test_glue_entry_erase_run_that_failed_keeps_its_request_for_a_rerun(
+    spark: Any, tmp_path: Path
+) -> None:
+    from cdclake_merge.erase_request import request_path, write_request
+    from cdclake_merge.storage import LocalFileSystem
+
+    argv = _notes_argv(tmp_path)
+    _note_events(tmp_path, "a.json", 100, notes=False)
+    module = runpy.run_path(str(ENTRY))
+    module["main"](argv)
+    warehouse, table = str(tmp_path / "warehouse"), "rebuild_entry.public_notes"
+    request = write_request(LocalFileSystem(), warehouse, table, {"id": "1"})
+    with pytest.raises(module["RunFailed"], match="still holds"):  # not deleted at the source
+        module["main"]([*argv, "--mode", "erase", "--erase_request", request])
+    assert Path(request_path(warehouse, table, request)).exists()
+
+
+@pytest.mark.spark
 def test_glue_entry_erase_request_removed_or_never_written_refused(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -264,6 +264,7 @@ def _completed(notifications: Path, snapshot_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
+    from cdclake_merge.erase_request import write_request
     from cdclake_merge.generations import record_signal
     from cdclake_merge.rebuild import rebuild_step
 
@@ -296,6 +297,8 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
         )
     cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), _location(lake)
     lake.write("e.json", [_amounts("u", 2, 50, "3.0000", 4)])
+    # A failed erase run's request, in generation 1's sidecar: its rerun still needs it.
+    write_request(lake.fs, str(lake.warehouse), lake.table, {"id": "9"})
 
     def delete_cut(generation: int, catalog: bool) -> Sink:
         sink = make(generation, catalog)
@@ -361,7 +364,8 @@ def test_merge_table_after_the_swaps_first_commit_no_old_generation_remains(
 ) -> None:
     lake = wired.lake
     assert wired.after_swap_run.removed == 1 and not Path(lake.sink.root).exists()
-    assert [p.name for p in Path(lake.sink.sidecar).iterdir()] == ["generations.json"]
+    kept = sorted(p.name for p in Path(lake.sink.sidecar).iterdir())
+    assert kept == ["erase-requests", "generations.json"]
     assert (wired.state_after.live, wired.state_after.retired) == (2, None)
 
 
