@@ -148,6 +148,14 @@ def wait_for_event(
     raise AssertionError(f"no change file of {topic} holds the awaited change after {timeout}s")
 
 
+def capture_starts(stack: LocalStack) -> list[str]:
+    """The Connect log's lines saying where each start of the capture began (a snapshot, or
+    the stored position it resumed from): what a failed check of the workload is read with."""
+    wanted = ("Snapshot ended", "Looking for WAL restart position", "Retrieved latest position")
+    text = stack.log_path("connect").read_text(errors="replace")
+    return [line[:300] for line in text.splitlines() if any(w in line for w in wanted)]
+
+
 def upload_change_file(stack: LocalStack, topic: str, records: list[dict[str, Any]]) -> str:
     """A change file after every real one of the topic (offset 9999999999)."""
     state = stack.load_state()

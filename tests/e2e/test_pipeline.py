@@ -23,6 +23,7 @@ from tests.e2e.e2e_helpers import (
     ORDERS_DDL,
     ORDERS_TOPIC,
     Workload,
+    capture_starts,
     change_events,
     merge,
     upload_change_file,
@@ -143,7 +144,8 @@ def test_pipeline_random_workload_validate_reports_no_difference(pipeline: Pipel
     orders = [r["payload"] for _, r in change_events(stack, ORDERS_TOPIC)]
     customers = [r["payload"] for _, r in change_events(stack, CUSTOMERS_TOPIC)]
     ops = {p["op"] for p in orders} | {p["op"] for p in customers}
-    assert {"r", "c", "u", "d", "t"} <= ops, ops
+    # A capture that started again without offsets snapshots again: its TRUNCATE is no event.
+    assert {"r", "c", "u", "d", "t"} <= ops, (ops, capture_starts(stack))
     assert any(p["source"].get("snapshot") == "incremental" for p in orders)
     initial = {"true", "first", "first_in_data_collection", "last_in_data_collection", "last"}
     assert any(p["op"] == "r" and p["source"].get("snapshot") in initial for p in customers)
