@@ -68,8 +68,11 @@ def test_local_rows_before_and_after_reconcile_land_as_change_files(
 
     events = wait_for_events(local_stack, ORDERS, complete)
     # Rows written before the table joined the publication arrive by the incremental snapshot.
+    # It reads whatever a chunk finds when it runs, beside the stream: row 4 when it comes
+    # after the insert (seen), and a row changed while its chunk's window is open arrives
+    # through the change alone (Debezium drops that read: the CI run of 949896f read {1, 3}).
     snapshot = {e["after"]["id"] for e in events if e["op"] == "r"}
-    assert {1, 2, 3} <= snapshot
+    assert {1, 3} <= snapshot
     assert all(e["source"]["snapshot"] == "incremental" for e in events if e["op"] == "r")
     keys = [k for k in change_files(local_stack) if k.startswith(f"topics/{ORDERS}/")]
     assert keys and all(re.fullmatch(CHANGE_FILE, k) for k in keys), keys
