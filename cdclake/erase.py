@@ -189,9 +189,6 @@ def start_erase(glue: Any, place: LakePlace, key: Mapping[str, str]) -> str:
     except RuntimeError:
         remove_request(fs, place.warehouse, place.lake_table, request)
         raise
-    except BotoCoreError as exc:  # no answer at all (start_mode_run words Glue's refusals)
-        remove_request(fs, place.warehouse, place.lake_table, request)
-        raise RuntimeError(f"Glue job {place.job_name} did not start: {exc}") from None
 
 
 # --- CLI ---------------------------------------------------------------------------------------

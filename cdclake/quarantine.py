@@ -77,9 +77,10 @@ def replay(place: LakePlace, *, spark_factory: Callable[[], Any] | None = None) 
 
 def start_mode_run(glue: Any, place: LakePlace, arguments: dict[str, str]) -> str:
     """Start a run of the table's Glue job with ``arguments`` (``--mode`` and its own); the run
-    id. RuntimeError with a one-line reason: the job is running (one run at a time) or refused.
+    id. RuntimeError with a one-line reason: the job is running (one run at a time), refused,
+    or Glue not reached at all.
     """
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     mode = arguments.get("--mode", "merge")
     try:
@@ -88,7 +89,7 @@ def start_mode_run(glue: Any, place: LakePlace, arguments: dict[str, str]) -> st
         raise RuntimeError(
             f"Glue job {place.job_name} is running (one run at a time): {mode} when it has ended"
         ) from None
-    except ClientError as exc:
+    except (ClientError, BotoCoreError) as exc:
         raise RuntimeError(f"Glue job {place.job_name} did not start: {exc}") from None
     return str(started["JobRunId"])
 

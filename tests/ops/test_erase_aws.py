@@ -96,3 +96,22 @@ def test_erase_aws_run_not_started_leaves_no_request(
     with pytest.raises(RuntimeError, match=r"^Glue job cdclake-dev-merge-public-gone did not"):
         start_erase(world["glue"], gone, KEY)
     assert list(_requests(world)) == list(started["requests"])
+
+
+def test_erase_aws_glue_not_reached_leaves_no_request(
+    world: dict[str, Any], started: dict[str, Any]
+) -> None:
+    from botocore.config import Config
+
+    from cdclake.erase import start_erase
+
+    # Nothing listens on port 1: the whole call fails, with no answer from Glue to word.
+    unreachable = boto3.client(
+        "glue",
+        region_name=REGION,
+        endpoint_url="http://127.0.0.1:1",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=2),
+    )
+    with pytest.raises(RuntimeError, match=r"^Glue job cdclake-dev-merge-public-orders did not"):
+        start_erase(unreachable, world["place"], KEY)
+    assert list(_requests(world)) == list(started["requests"])
