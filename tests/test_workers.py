@@ -3,12 +3,16 @@ and the order the groups are handed out in."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.workers import (
+    ROOT,
     SHARED_STACK_GROUP,
     longest_groups_first,
     measured,
@@ -74,3 +78,33 @@ def test_module_seconds_junit_cases_summed_per_module(tmp_path: Path) -> None:
         "tests/e2e/test_pipeline.py": 4.0,
         "tests/merge/test_hudi.py": 3.5,
     }
+
+
+ORDER_UNDER_A_SEED = """
+import json, sys
+import tests.workers as workers
+from tests.test_workers import Marked
+seconds = {"tests/ops/test_a.py": 0.1, "tests/ops/test_b.py": 0.2, "tests/ops/test_c.py": 0.3,
+           "tests/merge/test_d.py": 0.6}
+workers.measured = lambda: seconds
+items = [Marked(f"{module}::t") for module in seconds]
+print(json.dumps([item.nodeid for item in workers.longest_groups_first(items)]))
+"""
+
+
+def test_longest_groups_first_groups_tied_to_the_bit_same_order_under_every_hash_seed() -> None:
+    # Each xdist worker hashes strings with a seed of its own; a group's modules are a set,
+    # so a plain sum added 0.1, 0.2 and 0.3 in another order on each (0.6 or 0.6000000000000001,
+    # against a group of 0.6), the workers collected different orders, and xdist refused the run.
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", ORDER_UNDER_A_SEED],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(12)
+    }
+    assert len(orders) == 1, orders

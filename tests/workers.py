@@ -14,6 +14,7 @@ depends on those figures, never a result; refresh them after a run with ``--juni
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -83,8 +84,11 @@ def longest_groups_first(items: list[Any]) -> list[Any]:
         if module not in measured():
             markers = {mark.name for mark in item.iter_markers()}
             guessed[module] = guessed.get(module, 0.0) + estimated_seconds(markers)
+    # fsum: a plain sum over a set adds in the order of its hashes, which differs between
+    # xdist's workers (each its own PYTHONHASHSEED); a group tied with another to the last
+    # bit on one worker and not the other was ordered differently, and xdist refused the run.
     seconds = {
-        group: sum(measured().get(m, guessed.get(m, 0.0)) for m in group_modules)
+        group: math.fsum(measured().get(m, guessed.get(m, 0.0)) for m in group_modules)
         for group, group_modules in modules.items()
     }
 
