@@ -6,7 +6,7 @@ history, the change files and the quarantine lose the key. This command checks f
 every key column is given once and that the source no longer holds the row, then:
 
 * locally runs the erase in this process, on the local stack's warehouse and change bucket;
-* on AWS writes the key to a request object in the table's sidecar and starts a run of the
+* on AWS writes the key to a request object in the lake bucket and starts a run of the
   table's Glue job with ``--mode erase --erase_request ID`` (the job's role, Hudi bundle and
   one-run-at-a-time concurrency: no merge writes while it erases). The key is not a job
   argument, so Glue's run history never holds it; the run removes the request once it erased

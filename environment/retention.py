@@ -16,6 +16,10 @@ TOPIC_RETENTION_MS = 7 * 24 * 3600 * 1000
 # Kafka deletes a whole segment only once its newest record is past retention; a topic's
 # segment rolls after a week (segment.ms's default), so a record may stay up to both.
 TOPIC_SEGMENT_MS = 7 * 24 * 3600 * 1000
+# An erase request (`cdclake erase` on AWS: the key, until its run erased) whose run failed and
+# was never run again expires after this: long enough for a rerun from the console after a
+# weekend, short enough that a forgotten key does not outlive the erase's other deadlines.
+ERASE_REQUEST_DAYS = 7
 # The fan-out's claim checks (full events too large for EventBridge) expire after at least this.
 CLAIM_CHECK_MIN_DAYS = 7
 
@@ -70,7 +74,8 @@ def erase_deadlines(
                 _next_midnight(erased_at) + timedelta(days=days),
                 # The request object (AWS) is removed when its run has erased, not before.
                 f"the lake bucket's noncurrent version expiry ({days} d); the erase's request "
-                "counts from the day the run that erased removed it (a failed run keeps it)",
+                "counts from the day the run that erased removed it (a failed run keeps it, "
+                f"{ERASE_REQUEST_DAYS} d at most)",
             )
         )
         # The merge remembers a deleted key (its values) so a redelivered older change cannot

@@ -19,8 +19,8 @@ Arguments (Glue job parameters, also accepted as ``--name value`` locally)::
                                   none is, and the swap once it caught up,
                                   cdclake_merge.rebuild.rebuild_step; erase: forget a key the
                                   source deleted, cdclake_merge.erase.erase_key)
-    --erase_request ID            (erase: the request `cdclake erase` wrote in the table's
-                                  sidecar, holding the key; removed once erased, so the key
+    --erase_request ID            (erase: the request `cdclake erase` wrote under the
+                                  warehouse, holding the key; removed once erased, so the key
                                   is in no run's arguments: cdclake_merge.erase_request)
     --snapshot_done true          (rebuild: an operator's word that the rebuild's incremental
                                   snapshot finished; else Debezium's COMPLETED notification)

@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from cdclake_merge.erase_request import REQUESTS
 from cdclake_merge.metrics import NAMESPACE as METRICS_NAMESPACE
 from connectors.configs import TOPICS_DIR, heartbeat_changes_topic, topic_name
 from environment.config import EnvironmentConfig
@@ -51,7 +52,14 @@ class LakeStack(cdk.Stack):
         self.config = config
 
         heartbeats = f"{TOPICS_DIR}/{heartbeat_changes_topic(config)}/"
-        self.storage = LakeStorage(self, "Storage", config=config.lake, heartbeats=heartbeats)
+        self.storage = LakeStorage(
+            self,
+            "Storage",
+            config=config.lake,
+            heartbeats=heartbeats,
+            # Where `cdclake erase` hands a key to the job (--warehouse_path is warehouse/).
+            erase_requests=f"warehouse/{REQUESTS}/",
+        )
         #: S3 bucket of the CDC change files (S3 sink connector output).
         self.change_bucket = self.storage.change_bucket
         #: S3 bucket of the Hudi tables (warehouse/).

@@ -8,7 +8,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from environment.lake import LakeConfig
-from environment.retention import noncurrent_version_days
+from environment.retention import ERASE_REQUEST_DAYS, noncurrent_version_days
 from stacks.components.log_storage import access_log_bucket
 
 
@@ -20,13 +20,20 @@ class LakeStorage(Construct):
     days, the capture's heartbeat change files (``heartbeats``, a folder of the change bucket
     that nothing merges and the dispatcher lists every turn) after one; Hudi keeps its own
     history, so the lake bucket only expires old object versions, as far back as Hudi's
-    cleaner keeps file versions (``retain_hours``), and the delete markers left once a deleted
-    object has no version left.
+    cleaner keeps file versions (``retain_hours``), the delete markers left once a deleted
+    object has no version left, and the erase requests (``erase_requests``, a folder) a failed
+    erase run left and no rerun removed, after ``ERASE_REQUEST_DAYS``: each holds a key.
     Data buckets are retained when the stack is deleted.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: LakeConfig, heartbeats: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: LakeConfig,
+        heartbeats: str,
+        erase_requests: str,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -96,6 +103,11 @@ class LakeStorage(Construct):
                 # A delete marker with no version behind it still costs a LIST of the table.
                 s3.LifecycleRule(
                     id="remove-expired-delete-markers", expired_object_delete_marker=True
+                ),
+                s3.LifecycleRule(
+                    id="expire-erase-requests",
+                    prefix=erase_requests,
+                    expiration=cdk.Duration.days(ERASE_REQUEST_DAYS),
                 ),
             ],
         )

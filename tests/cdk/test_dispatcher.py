@@ -140,6 +140,18 @@ def test_dispatcher_role_writes_nothing(env: Any) -> None:
     ]
 
 
+def test_dispatcher_role_reads_no_erase_request(env: Any) -> None:
+    # A request holds the key an erase is to remove; the dispatcher has no use for one.
+    from cdclake_merge.erase_request import request_path
+
+    reads = [s for s in _dispatcher_statements(env) if "s3:GetObject" in as_list(s["Action"])]
+    objects = [flat(r).split("/", 1)[1] for s in reads for r in as_list(s["Resource"])]
+    for table in env.config.lake_tables:
+        name = f"{env.config.lake.glue_database}.{table.lake_table_name}"
+        request = request_path("warehouse", name, "0" * 32)
+        assert not [o for o in objects if fnmatch.fnmatchcase(request, o)], (request, objects)
+
+
 def test_dispatcher_role_puts_metrics_only_in_the_lake_namespace(env: Any) -> None:
     statements = [
         s

@@ -357,6 +357,33 @@ def test_lake_bucket_expired_delete_markers_removed(env: Any) -> None:
     assert [r for r in _lake_bucket_rules(env) if r.get("ExpiredObjectDeleteMarker")]
 
 
+def _erase_request_of(env: Any, table: Any) -> str:
+    """Where the job of ``table`` reads an erase request: ``<bucket>/key``."""
+    from cdclake_merge.erase_request import request_path
+
+    warehouse = job_paths(env, table)["warehouse"]
+    name = f"{env.config.lake.glue_database}.{table.lake_table_name}"
+    return request_path(warehouse, name, "0" * 32)
+
+
+def test_lake_bucket_erase_requests_never_rerun_expire_after_the_request_days(env: Any) -> None:
+    # A request holds a key: one whose run failed and was never run again must not stay.
+    from environment.retention import ERASE_REQUEST_DAYS
+
+    (rule,) = [r for r in _lake_bucket_rules(env) if "Prefix" in r]
+    assert rule["ExpirationInDays"] == ERASE_REQUEST_DAYS
+    for table in env.config.lake_tables:
+        key = _erase_request_of(env, table).split("/", 1)[1]
+        assert key.startswith(rule["Prefix"]), (table.name, key, rule["Prefix"])
+
+
+def test_lake_job_role_reads_and_removes_its_erase_requests(env: Any) -> None:
+    for table in env.config.lake_tables:
+        request = _erase_request_of(env, table)
+        for action in ("s3:GetObject", "s3:DeleteObject"):
+            assert permits(env, action, request), (action, table.name, request)
+
+
 def test_lake_glue_database_named_from_config(env: Any) -> None:
     database = single(env.template("lake"), "AWS::Glue::Database")
     assert database["DatabaseInput"]["Name"] == env.config.lake.glue_database

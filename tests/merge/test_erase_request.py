@@ -1,5 +1,5 @@
 """An erase's request object (``cdclake_merge.erase_request``): the key handed from
-``cdclake erase`` to the Glue run through the table's sidecar, not the run's arguments."""
+``cdclake erase`` to the Glue run through the lake bucket, not the run's arguments."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ TABLE = "lake.public_orders"
 def test_erase_request_written_then_read_same_key(tmp_path: Path) -> None:
     fs = LocalFileSystem()
     request = write_request(fs, str(tmp_path), TABLE, {"id": "7", "region": "eu"})
-    stored = tmp_path / "lake.db" / "_cdclake" / "public_orders" / "erase-requests"
+    stored = tmp_path / "erase-requests" / TABLE
     assert [p.name for p in stored.iterdir()] == [f"{request}.json"]
     assert read_request(fs, str(tmp_path), TABLE, request) == {"id": "7", "region": "eu"}
 
@@ -25,11 +25,12 @@ def test_erase_request_removed_then_read_refused_naming_its_folder(tmp_path: Pat
     fs = LocalFileSystem()
     request = write_request(fs, str(tmp_path), TABLE, {"id": "7"})
     remove_request(fs, str(tmp_path), TABLE, request)
-    folder = tmp_path / "lake.db" / "_cdclake" / "public_orders" / "erase-requests"
+    folder = tmp_path / "erase-requests" / TABLE
     with pytest.raises(ValueError) as refused:
         read_request(fs, str(tmp_path), TABLE, request)
     assert str(refused.value) == (
-        f"erase request {request} is not in {folder}: an erase that succeeded removed it; "
+        f"erase request {request} is not in {folder}: an erase that succeeded removed it, or it "
+        "expired unused; "
         "start another with `cdclake erase`"
     )
 
@@ -43,7 +44,7 @@ def test_erase_request_id_not_ours_refused(tmp_path: Path, request_id: str) -> N
 def test_erase_request_without_a_key_refused_naming_no_value(tmp_path: Path) -> None:
     fs = LocalFileSystem()
     request = write_request(fs, str(tmp_path), TABLE, {"id": "7"})
-    folder = tmp_path / "lake.db" / "_cdclake" / "public_orders" / "erase-requests"
+    folder = tmp_path / "erase-requests" / TABLE
     (folder / f"{request}.json").write_text('{"key": {"id": 7}, "note": "secret-7"}')
     with pytest.raises(ValueError) as refused:
         read_request(fs, str(tmp_path), TABLE, request)

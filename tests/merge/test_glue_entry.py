@@ -452,10 +452,10 @@ def test_glue_entry_erase_request_removed_or_never_written_refused(
     module = runpy.run_path(str(ENTRY))
     with pytest.raises(module["RunFailed"]) as refused:
         module["main"]([*_notes_argv(tmp_path), "--mode", "erase", "--erase_request", REQUEST])
-    folder = tmp_path / "warehouse" / "rebuild_entry.db" / "_cdclake" / "public_notes"
+    folder = tmp_path / "warehouse" / "erase-requests" / "rebuild_entry.public_notes"
     assert str(refused.value) == (
-        f"cdclake erase failed: erase request {REQUEST} is not in {folder}/erase-requests: an "
-        "erase that succeeded removed it; start another with `cdclake erase`"
+        f"cdclake erase failed: erase request {REQUEST} is not in {folder}: an erase that "
+        "succeeded removed it, or it expired unused; start another with `cdclake erase`"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cdclake_merge.erase_request import request_folder
 from cdclake_merge.generations import begin_rebuild, read_generations
 from cdclake_merge.job import RunResult, TableNeedsRebuild
 from cdclake_merge.rebuild import run_rebuild, swap
@@ -297,7 +298,7 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
         )
     cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), _location(lake)
     lake.write("e.json", [_amounts("u", 2, 50, "3.0000", 4)])
-    # A failed erase run's request, in generation 1's sidecar: its rerun still needs it.
+    # A failed erase run's request: its rerun still needs it after the swap.
     write_request(lake.fs, str(lake.warehouse), lake.table, {"id": "9"})
 
     def delete_cut(generation: int, catalog: bool) -> Sink:
@@ -365,8 +366,13 @@ def test_merge_table_after_the_swaps_first_commit_no_old_generation_remains(
     lake = wired.lake
     assert wired.after_swap_run.removed == 1 and not Path(lake.sink.root).exists()
     kept = sorted(p.name for p in Path(lake.sink.sidecar).iterdir())
-    assert kept == ["erase-requests", "generations.json"]
+    assert kept == ["generations.json"]
     assert (wired.state_after.live, wired.state_after.retired) == (2, None)
+
+
+def test_merge_table_after_the_swaps_first_commit_failed_erase_request_kept(wired: Wired) -> None:
+    requests = Path(request_folder(str(wired.lake.warehouse), wired.lake.table))
+    assert len(list(requests.glob("*.json"))) == 1
 
 
 def test_merge_table_removal_killed_midway_finished_by_the_next_run(wired: Wired) -> None:

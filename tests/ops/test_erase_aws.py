@@ -1,7 +1,7 @@
 """`cdclake erase` on AWS, against a moto server: the key goes to a request object in the
-table's sidecar and the Glue run is started with the request's id alone, so the key is in no
-run's arguments (Glue keeps a job's run history beyond any erase's reach); a run that does
-not start leaves no request behind.
+lake bucket (an expiring folder) and the Glue run is started with the request's id alone, so
+the key is in no run's arguments (Glue keeps a job's run history beyond any erase's reach); a
+run that does not start leaves no request behind.
 
 The erase run itself (reading the request, erasing, removing it) is the Glue job's, under the
 template's role in tests/iam/test_merge_job_least_privilege.py; the source check before it
@@ -48,7 +48,7 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 
 def _requests(world: dict[str, Any]) -> dict[str, str]:
-    """{object key: its text} of every erase request in the table's sidecar."""
+    """{object key: its text} of every erase request of the table."""
     from cdclake_merge.erase_request import request_folder
 
     folder = request_folder(world["place"].warehouse, world["place"].lake_table)
@@ -81,9 +81,10 @@ def test_erase_aws_run_arguments_name_the_request_not_the_key(started: dict[str,
     assert "secret-4711" not in json.dumps(started["run"], default=str)
 
 
-def test_erase_aws_request_in_the_table_sidecar_holds_the_key(started: dict[str, Any]) -> None:
+def test_erase_aws_request_in_the_expiring_folder_holds_the_key(started: dict[str, Any]) -> None:
     ((stored, text),) = started["requests"].items()
-    assert stored.startswith("warehouse/cdclake_dev.db/_cdclake/public_orders/erase-requests/")
+    # Under the lake bucket's expire-erase-requests rule (tests/cdk), out of the dispatcher's reach.
+    assert stored.startswith("warehouse/erase-requests/cdclake_dev.public_orders/")
     assert json.loads(text) == {"key": KEY}
 
 

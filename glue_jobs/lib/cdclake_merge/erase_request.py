@@ -1,12 +1,15 @@
-"""The key an erase run erases, handed over through the table's sidecar, not the job run.
+"""The key an erase run erases, handed over through a request object, not the job run.
 
 A Glue job run's arguments stay in the job's run history (``GetJobRuns``, the console) for
 as long as Glue keeps it, beyond any erase's reach. So ``cdclake erase`` writes the key to a
-short-lived request object in the table's sidecar (``_cdclake/<table>/erase-requests/<id>.json``)
-and starts the run with ``--erase_request <id>`` alone; the run reads the key from there and
-removes the object once the erase succeeded. A failed run leaves it, so the run can be run
-again from the console. The lake bucket keeps a removed object's old version as long as the
-table's other old file versions (``environment.retention``): the erase's deadlines say so.
+short-lived request object (``<warehouse>/erase-requests/<table>/<id>.json``) and starts the
+run with ``--erase_request <id>`` alone; the run reads the key from there and removes the
+object once the erase succeeded. A failed run leaves it, so the run can be run again from the
+console; one never run again expires (``environment.retention.ERASE_REQUEST_DAYS``, the lake
+bucket's lifecycle rule on this folder, which is why it is one folder for every table and
+outside the tables' sidecars, which the dispatcher may read). The lake bucket keeps a removed
+object's old version as long as the table's other old file versions: the erase's deadlines
+say so.
 
 No Spark, no boto3 here: the command writes it through boto3's file system, the job reads
 and removes it through Hadoop's.
@@ -19,17 +22,16 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from cdclake_merge.pending import TablePaths
 from cdclake_merge.storage import FileSystem, join
 
-REQUESTS = "erase-requests"  # in the table's own sidecar (generation 1's, whichever is live)
+REQUESTS = "erase-requests"  # directly under the warehouse: one lifecycle rule expires them
 # What `cdclake erase` names a request: a run argument edited by hand cannot leave the folder.
 _REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def request_folder(warehouse: str, table: str) -> str:
     """Where ``DATABASE.TABLE``'s erase requests are."""
-    return join(TablePaths.of(warehouse, table).sidecar, REQUESTS)
+    return join(warehouse, REQUESTS, table)
 
 
 def request_path(warehouse: str, table: str, request_id: str) -> str:
@@ -58,7 +60,7 @@ def read_request(fs: FileSystem, warehouse: str, table: str, request_id: str) ->
     except FileNotFoundError:
         raise ValueError(
             f"erase request {request_id} is not in {request_folder(warehouse, table)}: an erase "
-            "that succeeded removed it; start another with `cdclake erase`"
+            "that succeeded removed it, or it expired unused; start another with `cdclake erase`"
         ) from None
     try:
         key = json.loads(text).get("key")

@@ -14,7 +14,6 @@ Layout under ``<warehouse>/<database>.db/`` (Hive layout)::
                                       layout, truncation horizon, applied input, tombstones
     _cdclake/<table>/tombstones/v00000007/        key, order and time of deleted keys (Parquet)
     _cdclake/<table>/generations.json             which generation is live (a rebuild's state)
-    _cdclake/<table>/erase-requests/<id>.json     a key an erase run is to erase, until it has
 
 * Ordering: ``_cdc_order`` is the precombine and payload ordering field with
   ``DefaultHoodieRecordPayload``, so a record Hudi receives out of order never

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
-from cdclake_merge.erase_request import REQUESTS
 from cdclake_merge.generations import (
     STATE,
     Generations,
@@ -125,16 +124,15 @@ def merge_table(
 
 def remove_retired(generation_sink: GenerationSink, state: Generations) -> Generations:
     """Delete the generation a swap replaced: its folder, and its sidecar's checkpoints and
-    tombstones (generation 1's sidecar keeps the state object, and the erase requests a failed
-    erase run left for its rerun). Deleting what is gone does nothing, so a run killed midway
-    is finished by the next."""
+    tombstones (generation 1's sidecar keeps the state object). Deleting what is gone does
+    nothing, so a run killed midway is finished by the next."""
     if state.retired is None:
         return state
     old = generation_sink(state.retired, False)
     old.fs.delete(old.root)
     if state.retired == 1:
         for name in old.fs.list_dir(old.sidecar):
-            if name not in (STATE, REQUESTS):
+            if name != STATE:
                 old.fs.delete(join(old.sidecar, name))
     else:
         old.fs.delete(old.sidecar)
