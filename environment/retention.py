@@ -67,7 +67,8 @@ def erase_deadlines(
         )
     ]
     if table.lake:
-        days = noncurrent_version_days(table.retain_hours or config.lake.retain_hours)
+        # The bucket's rule (one for every table): a table's own retain_hours is Hudi's.
+        days = noncurrent_version_days(config.lake.retain_hours)
         deadlines.append(
             Deadline(
                 LAKE_VERSIONS,
@@ -75,7 +76,7 @@ def erase_deadlines(
                 # The request object (AWS) is removed when its run has erased, not before.
                 f"the lake bucket's noncurrent version expiry ({days} d); the erase's request "
                 "counts from the day the run that erased removed it (a failed run keeps it, "
-                f"{ERASE_REQUEST_DAYS} d at most)",
+                f"{ERASE_REQUEST_DAYS} d after the next midnight at most)",
             )
         )
         # The merge remembers a deleted key (its values) so a redelivered older change cannot

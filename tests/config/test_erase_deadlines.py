@@ -24,8 +24,14 @@ def test_erase_deadlines_kafka_topics_retention_plus_segment() -> None:
 
 
 def test_erase_deadlines_noncurrent_versions_whole_days_from_midnight() -> None:
-    until = _deadlines(table={"retain_hours": 25})[LAKE_VERSIONS]
+    until = _deadlines(lake={"retain_hours": 25})[LAKE_VERSIONS]
     assert until == datetime(2026, 3, 13, tzinfo=UTC)
+
+
+def test_erase_deadlines_noncurrent_versions_by_the_buckets_rule_not_the_tables_hours() -> None:
+    # The lake bucket expires old versions after lake.retain_hours for every table.
+    until = _deadlines(table={"retain_hours": 25})[LAKE_VERSIONS]
+    assert until == datetime(2026, 3, 12, tzinfo=UTC)
 
 
 def test_erase_deadlines_bus_archive_claim_checks_outlast_archive() -> None:
