@@ -115,6 +115,7 @@ def make_table(
         columns=COLUMNS,
         key=("id",),
         truncated_before=None,
+        snapshots=(),
         positions={},
         rows=frame,
         truncated=False,

@@ -33,8 +33,17 @@ STATE_DDL = (
 )
 
 
-def source(lsn: int, commit: int | None = None, ts_ms: int = SOURCE_TS) -> dict[str, Any]:
-    sequence = json.dumps([None if commit is None else str(commit), str(lsn)])
+def source(
+    lsn: int,
+    commit: int | None = None,
+    ts_ms: int = SOURCE_TS,
+    *,
+    first_after_snapshot: bool = False,
+) -> dict[str, Any]:
+    """A Debezium 2.7 source block at ``lsn``; ``sequence[0]`` is ``commit`` (the change's own
+    LSN if None), or null for the first transaction streamed after a snapshot."""
+    last_commit = None if first_after_snapshot else str(lsn if commit is None else commit)
+    sequence = json.dumps([last_commit, str(lsn)])
     return {
         "version": "2.7.3.Final",
         "connector": "postgresql",
@@ -59,11 +68,12 @@ def envelope(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
     ts_ms: int = SOURCE_TS,
+    first_after_snapshot: bool = False,
 ) -> dict[str, Any]:
     return {
         "before": before,
         "after": after,
-        "source": source(lsn, commit, ts_ms),
+        "source": source(lsn, commit, ts_ms, first_after_snapshot=first_after_snapshot),
         "op": op,
         "ts_ms": ts_ms + 5,
         "transaction": None,

@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cdclake_merge import debezium
-from cdclake_merge.debezium import TableSpec, parse_line, parse_value
+from cdclake_merge.debezium import UNKNOWN_COMMIT, TableSpec, parse_line, parse_value
 from cdclake_merge.schema import raw_ddl
 from tests.merge.support import compact_line, decimal_b64, envelope, field, line, with_schema
 
@@ -70,10 +70,23 @@ def test_parse_value_delete_without_before_is_bad() -> None:
     assert "deleted key is unknown" in (outcome.reason or "")
 
 
-def test_parse_value_snapshot_sequence_without_commit_orders_by_lsn() -> None:
-    outcome = parse_value(envelope("r", lsn=30, after={"id": 1}), SPEC)
+def test_parse_value_snapshot_read_orders_at_its_position_before_changes_committed_there() -> None:
+    outcome = parse_value(envelope("r", lsn=30, after={"id": 1}, first_after_snapshot=True), SPEC)
     assert outcome.change is not None
-    assert (outcome.change.commit_lsn, outcome.change.lsn) == (30, 30)
+    assert (outcome.change.order, outcome.change.lsn) == ((30, 0), 30)
+
+
+def test_parse_value_snapshot_read_after_a_streamed_commit_orders_at_its_position() -> None:
+    # sequence[0] is the last commit streamed before the snapshot: not the read's place.
+    outcome = parse_value(envelope("r", lsn=30, commit=12, after={"id": 1}), SPEC)
+    assert outcome.change is not None and outcome.change.order == (30, 0)
+
+
+def test_parse_value_first_change_after_a_snapshot_has_unknown_commit() -> None:
+    event = envelope("u", lsn=25, after={"id": 1}, first_after_snapshot=True)
+    outcome = parse_value(event, SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.order, outcome.change.commit_lsn) == ((UNKNOWN_COMMIT, 25), 0)
 
 
 def test_parse_value_truncate_has_no_row() -> None:

@@ -377,3 +377,60 @@ def test_run_merge_after_quarantine_replay_applies_only_new_files(cow_lake: Lake
         {"id": 1, "name": "b", "amount": None},
         {"id": 2, "name": "too big", "amount": "1e20"},
     ]
+
+
+NAMED = [{"field": "id", "type": "int32"}, {"field": "name", "type": "string", "optional": True}]
+
+
+def _lane(events: list[dict[str, Any]], lane: str) -> list[Any]:
+    """``events`` as the Python parser reads them (no schema) or as the JVM decodes them."""
+    return events if lane == "python" else [with_schema(e, NAMED) for e in events]
+
+
+def _snapshot(id_: int, name: str, at: int) -> dict[str, Any]:
+    event = envelope("r", lsn=at, after={"id": id_, "name": name})
+    event["source"]["snapshot"] = "true"
+    return event
+
+
+def _open_across(op: str, id_: int, lsn: int, name: str = "open") -> dict[str, Any]:
+    """A change of a transaction open when the snapshot at 100 began (its changes before
+    that position, its commit after): the first Debezium streams after it, naming no commit."""
+    before, after = ({"id": id_}, None) if op == "d" else (None, {"id": id_, "name": name})
+    return envelope(op, lsn=lsn, before=before, after=after, first_after_snapshot=True)
+
+
+OPEN_ACROSS = [_open_across("u", 1, 90), _open_across("d", 2, 95), _open_across("c", 3, 96)]
+# The next transaction: its sequence[0] is where the open one's commit ended.
+NEXT = envelope("u", lsn=130, commit=120, after={"id": 3, "name": "next"})
+
+
+@pytest.mark.parametrize("lane", ["python", "jvm"])
+def test_run_merge_transaction_open_across_a_snapshot_applies_after_its_reads(
+    cow_lake: Lake, lane: str
+) -> None:
+    reads = [_snapshot(1, "snapshot", 100), _snapshot(2, "snapshot", 100)]
+    cow_lake.write("a.json", _lane([*reads, *OPEN_ACROSS, NEXT], lane))
+    cow_lake.merge()
+    assert cow_lake.visible() == [{"id": 1, "name": "open"}, {"id": 3, "name": "next"}]
+
+
+def test_run_merge_transaction_open_across_a_snapshot_of_an_earlier_run_applies_after_it(
+    cow_lake: Lake,
+) -> None:
+    cow_lake.write("a.json", [_snapshot(1, "snapshot", 100), _snapshot(2, "snapshot", 100)])
+    cow_lake.merge()
+    cow_lake.write("b.json", [*OPEN_ACROSS, NEXT])
+    cow_lake.merge()
+    assert cow_lake.visible() == [{"id": 1, "name": "open"}, {"id": 3, "name": "next"}]
+
+
+def test_run_merge_snapshot_taken_again_after_the_open_transaction_wins_over_it(
+    cow_lake: Lake,
+) -> None:
+    # The connector lost its offsets and snapshotted again, reading what the transaction
+    # committed and what changed since (not streamed: the new stream starts at 200).
+    again = _snapshot(1, "snapshot again", 200)
+    cow_lake.write("a.json", [_snapshot(1, "snapshot", 100), _open_across("u", 1, 90), again])
+    cow_lake.merge()
+    assert cow_lake.visible() == [{"id": 1, "name": "snapshot again"}]

@@ -183,6 +183,10 @@ UNDECIDED = {
 DECIDED = {
     "update": line(event()),
     "delete": line(event("d")),
+    "a snapshot's read after a streamed commit": line(event("r")),
+    "the first change after a snapshot (commit unknown)": line(
+        {**event(), "source": {**event()["source"], "sequence": '[null,"40"]'}}
+    ),
     "truncate": line({**event(), "op": "t", "after": None}),
     "TOAST placeholder": line(event(name=UNAVAILABLE)),
     "TOAST placeholder in bytes, base64": line(event(blob=TOAST_BASE64)),

@@ -21,7 +21,9 @@ from cdclake_merge.transforms import (
     latest_per_key,
     order_key,
     parse_lines,
+    place_after_snapshots,
     run_summary,
+    snapshot_starts,
     truncated_rows,
 )
 from tests.merge.support import (
@@ -339,3 +341,69 @@ def test_run_summary_counts_outcomes_and_finds_newest_truncate(spark) -> None:  
     assert summary[("event", "t")]["order"] == o(70)
     assert summary[("skip", None)]["count"] == summary[("bad", None)]["count"] == 1
     assert summary[("schema", None)]["meta"] == ['{"signatures":[[]],"toast":[]}']
+
+
+def _read(lsn: int) -> dict[str, object]:
+    return envelope("r", lsn=lsn, after={"id": lsn, "name": "read"})
+
+
+def _first(lsn: int) -> dict[str, object]:
+    """A change of the first transaction after a snapshot: no commit position."""
+    return envelope("u", lsn=lsn, after={"id": 1, "name": "open"}, first_after_snapshot=True)
+
+
+CHANGES = "topics/app.public.orders/partition=0"
+
+
+def placed_orders(spark, events, earlier=(), file=f"{CHANGES}/b.json"):  # type: ignore[no-untyped-def]
+    """The events' orders once placed, in the order of their lines (one file)."""
+    texts = [line(e) for e in events]
+    parsed = parsed_in_python(lines_frame(spark, texts, file), TableSpec(("id",)))
+    starts = [(r["lsn"], tuple(r["first"])) for r in snapshot_starts(parsed).collect()]
+    placed = place_after_snapshots(parsed, starts, earlier).where("kind = 'event'")
+    return [r["order"] for r in placed.orderBy("_row").collect()]
+
+
+def test_place_after_snapshots_change_before_the_snapshot_goes_after_its_reads(spark) -> None:  # type: ignore[no-untyped-def]
+    # Open when the snapshot began (its change at 90, before it at 100), committed after.
+    assert placed_orders(spark, [_read(100), _first(90)]) == [
+        order_key(100, 0),
+        order_key(100, 90),
+    ]
+
+
+def test_place_after_snapshots_later_snapshot_in_the_same_file_stays_after_it(spark) -> None:  # type: ignore[no-untyped-def]
+    # A snapshot taken again after the transaction (offsets lost) read what it committed.
+    orders = placed_orders(spark, [_read(100), _first(90), _read(200)])
+    assert orders == [order_key(100, 0), order_key(100, 90), order_key(200, 0)]
+
+
+def test_place_after_snapshots_snapshot_of_an_earlier_file_goes_before_it(spark) -> None:  # type: ignore[no-untyped-def]
+    earlier = [(100, f"{CHANGES}/a.json")]
+    assert placed_orders(spark, [_first(90), _read(200)], earlier)[0] == order_key(100, 90)
+
+
+def test_place_after_snapshots_snapshot_of_a_later_file_leaves_it(spark) -> None:  # type: ignore[no-untyped-def]
+    # A file written again after a later one's snapshot was applied: it keeps its place.
+    assert placed_orders(spark, [_first(90)], [(100, f"{CHANGES}/c.json")]) == [order_key(90, 90)]
+
+
+def test_place_after_snapshots_snapshot_of_another_folder_leaves_it(spark) -> None:  # type: ignore[no-untyped-def]
+    # Another Kafka partition: its order against this one's is unknown, and a key's changes
+    # are all in one partition.
+    earlier = [(100, "topics/app.public.orders/partition=1/a.json")]
+    assert placed_orders(spark, [_first(90)], earlier) == [order_key(90, 90)]
+
+
+def test_place_after_snapshots_change_past_the_snapshot_keeps_its_own_lsn(spark) -> None:  # type: ignore[no-untyped-def]
+    assert placed_orders(spark, [_read(100), _first(150)])[1] == order_key(150, 150)
+
+
+def test_place_after_snapshots_no_snapshot_known_keeps_its_own_lsn(spark) -> None:  # type: ignore[no-untyped-def]
+    assert placed_orders(spark, [_first(90)]) == [order_key(90, 90)]
+
+
+def test_place_after_snapshots_named_commit_never_moves(spark) -> None:  # type: ignore[no-untyped-def]
+    # Below the snapshot: streamed before it (a line written again), whatever its place.
+    named = envelope("u", lsn=110, commit=80, after={"id": 1, "name": "x"})
+    assert placed_orders(spark, [_read(100), named])[1] == order_key(80, 110)

@@ -209,6 +209,14 @@ class TableSpec:
     exclude_columns: frozenset[str] = frozenset()
 
 
+# The commit position of a change Debezium streamed with none: the first transaction after a
+# snapshot taken with no stored offset (``source.sequence`` ``[null, lsn]``). No LSN is 0:
+# the job orders it after that snapshot (transforms.place_after_snapshots), since it
+# committed after the snapshot began while its changes may precede it (a transaction open
+# when the snapshot began, which the snapshot does not see).
+UNKNOWN_COMMIT = 0
+
+
 @dataclass(frozen=True)
 class Change:
     op: str
@@ -218,6 +226,14 @@ class Change:
     row: dict[str, Any] | None
     columns: tuple[tuple[str, str], ...]
     toast_columns: tuple[str, ...] = ()
+    # A read of an initial or blocking snapshot at ``lsn``: ordered (lsn, 0), before every
+    # change whose commit is at that position or later, whatever its own LSN.
+    snapshot_read: bool = False
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Its place in the per-key order: (commit LSN, LSN within the commit)."""
+        return (self.commit_lsn, 0 if self.snapshot_read else self.lsn)
 
 
 @dataclass(frozen=True)
@@ -341,6 +357,11 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
     if not isinstance(source, dict):
         raise BadRecord("no 'source' block: the event cannot be ordered")
     commit_lsn, lsn = _positions(source)
+    # A snapshot's reads (not an incremental snapshot's: no LSN of their own) are at its
+    # position, whatever commit Debezium last streamed before it (sequence[0]).
+    snapshot_read = op == "r" and source.get("lsn") is not None
+    if snapshot_read:
+        commit_lsn = lsn
     ts_ms = _source_ts_ms(source)
     if op == "t":
         return Outcome("event", change=Change("t", commit_lsn, lsn, ts_ms, None, ()))
@@ -352,7 +373,8 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
         raise BadRecord(f"op {op!r} without an 'after' image")
     row, columns, toast = _decode_image(image, _schema_plan(schema, image_name), spec)
     _check_key(row, toast, spec)
-    return Outcome("event", change=Change(op, commit_lsn, lsn, ts_ms, row, columns, toast))
+    change = Change(op, commit_lsn, lsn, ts_ms, row, columns, toast, snapshot_read)
+    return Outcome("event", change=change)
 
 
 def _parse_flattened(payload: dict[str, Any], schema: dict[str, Any] | None, spec: TableSpec):  # type: ignore[no-untyped-def]
@@ -390,6 +412,13 @@ def _lsn(value: Any, where: str) -> int:
 def _positions(source: dict[str, Any]) -> tuple[int, int]:
     """(commit LSN, change LSN): the per-key order; never the timestamps.
 
+    Debezium's ``sequence[0]`` is where the last commit it streamed before this change ended
+    (PostgresStreamingChangeEventSource.commitMessage, 2.7): the same for every change of one
+    transaction, growing with each commit, so transactions sort in commit order and a
+    transaction's changes by their LSN. It is null for the first transaction streamed after
+    a snapshot taken with no stored commit: :data:`UNKNOWN_COMMIT` then. A record with no
+    ``sequence`` (not Debezium 2.x's) is ordered by its LSN alone.
+
     An incremental-snapshot read (``snapshot: incremental``) has no LSN of its own: Debezium
     emits it when its snapshot window closes, and its ``sequence`` holds the stream position
     of that moment ([last commit LSN, last processed LSN]). That position is its place in the
@@ -409,8 +438,7 @@ def _positions(source: dict[str, Any]) -> tuple[int, int]:
     commit = lsn
     if source.get("sequence"):
         first = _sequence(source["sequence"])[0]
-        if first is not None:
-            commit = _lsn(first, "source.sequence[0]")
+        commit = UNKNOWN_COMMIT if first is None else _lsn(first, "source.sequence[0]")
     return commit, lsn
 
 

@@ -203,6 +203,8 @@ class HudiTable:
             columns=tuple((n, t) for n, t in checkpoint["columns"]),
             layout=tuple(checkpoint["layout"]),
             truncated_before=checkpoint["truncated_before"],
+            # Checkpoints written before it have none.
+            snapshots=tuple((int(lsn), file) for lsn, file in checkpoint.get("snapshots", ())),
             positions=positions_from_json(checkpoint.get("positions")),
             legacy_applied=(
                 frozenset(checkpoint["applied_files"]) if "applied_files" in checkpoint else None
@@ -323,6 +325,7 @@ class HudiTable:
             "columns": [list(c) for c in changes.columns],
             "layout": layout,
             "truncated_before": changes.truncated_before,
+            "snapshots": [list(snapshot) for snapshot in changes.snapshots],
             "positions": positions_as_json(changes.positions),
             "tombstones": tombstones,
             "tombstone_written": tombstone_written,

@@ -43,12 +43,15 @@ from cdclake_merge.transforms import (
     fresh_events,
     latest_per_key,
     parse_lines,
+    place_after_snapshots,
     run_summary,
+    snapshot_starts,
     truncated_rows,
     undecided_lines,
 )
 
 DEFAULT_MAX_BAD_FRACTION = 0.01
+KEPT_SNAPSHOTS = 16  # per table, for the changes of unknown commit of later runs
 HEAD_SAMPLE_FILES = 16  # change files whose start is read to find the run's schemas
 HEAD_SAMPLE_BYTES = 256 * 1024
 MAX_SUMMARY_ROWS = 10_000  # rows of the run's summary collected to the driver, at most
@@ -267,6 +270,8 @@ def run_merge(
         parsed = parse_undecided(classified, options.spec, cached)
         summary = read_and_count(parsed, result)
         gate_bad_fraction(parsed, result, options, sink, previous)
+        starts = snapshots_read(parsed, summary)
+        parsed, summary = place_after_snapshots_read(parsed, summary, starts, previous)
 
         progress("fold")
         columns, toast = table_schema(summary, previous, options, plans)
@@ -285,6 +290,7 @@ def run_merge(
             columns=tuple(columns),
             key=options.key,
             truncated_before=truncated_before,
+            snapshots=recorded_snapshots(previous.snapshots, starts),
             positions=advance(
                 previous.positions, share.applied, listed.parents, previous.legacy_applied
             ),
@@ -367,11 +373,54 @@ def read_and_count(
     by reason kind, and should the kinds themselves be too many (kinds that name a value,
     an unknown op), they are counted as one, at the cost of a second aggregation.
     """
+    summary = summarize(parsed, max_rows)
+    _count(result, summary)
+    return summary
+
+
+def summarize(parsed: DataFrame, max_rows: int = MAX_SUMMARY_ROWS) -> list[Any]:
+    """:func:`~cdclake_merge.transforms.run_summary`'s rows, at most ``max_rows``."""
     summary = run_summary(parsed).limit(max_rows + 1).collect()
     if len(summary) > max_rows:
         summary = run_summary(parsed, by_reason=False).collect()
-    _count(result, summary)
     return summary
+
+
+def snapshots_read(parsed: DataFrame, summary: list[Any]) -> list[tuple[int, tuple[str, int, int]]]:
+    """Stage 2b: where each snapshot the run read starts, per change folder
+    (:func:`transforms.snapshot_starts`); one aggregation, in a run with snapshot reads only."""
+    if all(row["snapshot_lsn"] is None for row in summary):
+        return []
+    return [(row["lsn"], tuple(row["first"])) for row in snapshot_starts(parsed).collect()]
+
+
+def place_after_snapshots_read(
+    parsed: DataFrame,
+    summary: list[Any],
+    starts: list[tuple[int, tuple[str, int, int]]],
+    previous: TableState,
+) -> tuple[DataFrame, list[Any]]:
+    """Stage 2c: the changes streamed with no commit (the first transaction after a snapshot)
+    ordered after the snapshot read before them (:func:`transforms.place_after_snapshots`),
+    and the summary of the lines so ordered: one aggregation, in a run with such changes only."""
+    if not any(row["unknown"] for row in summary if row["kind"] == "event"):
+        return parsed, summary
+    placed = place_after_snapshots(parsed, starts, previous.snapshots)
+    return placed, summarize(placed)
+
+
+def recorded_snapshots(
+    previous: Sequence[tuple[int, str]], starts: list[tuple[int, tuple[str, int, int]]]
+) -> tuple[tuple[int, str], ...]:
+    """The snapshots the checkpoint keeps for later runs' changes of unknown commit: position
+    and first file, per folder, the :data:`KEPT_SNAPSHOTS` newest (a change of unknown commit
+    follows its snapshot closely)."""
+    firsts: dict[tuple[int, str], str] = {}
+    for lsn, file in [*previous, *((lsn, first[0]) for lsn, first in starts)]:
+        where = (lsn, file.rsplit("/", 1)[0])
+        firsts[where] = min(file, firsts.get(where, file))
+    kept = sorted(((lsn, file) for (lsn, _), file in firsts.items()), reverse=True)
+    return tuple(sorted(kept[:KEPT_SNAPSHOTS]))
 
 
 def gate_bad_fraction(

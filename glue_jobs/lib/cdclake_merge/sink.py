@@ -56,6 +56,10 @@ class TableState:
     columns: tuple[Column, ...] = ()
     layout: tuple[str, ...] = ()
     truncated_before: str | None = None
+    # The newest snapshots the table read (debezium.Change.snapshot_read): position and the
+    # file of its first read, per change folder; where a change streamed with no commit
+    # (transforms.place_after_snapshots) goes when its snapshot came in an earlier run.
+    snapshots: tuple[tuple[int, str], ...] = ()
     positions: Mapping[str, FolderPosition] = field(default_factory=dict)
     legacy_applied: frozenset[str] | None = None
     tombstones: tuple[str, ...] = ()
@@ -72,6 +76,7 @@ class Changes:
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     truncated_before: str | None
+    snapshots: tuple[tuple[int, str], ...]
     positions: Mapping[str, FolderPosition]
     rows: DataFrame | None  # state layout (columns, metadata, _cdc_deleted); None: no events
     truncated: bool  # this run moved the truncation horizon

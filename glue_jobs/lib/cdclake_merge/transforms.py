@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, FloatType, StructType
 
-from cdclake_merge.debezium import TableSpec, dumps, parse_line
+from cdclake_merge.debezium import UNKNOWN_COMMIT, TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl, raw_type
 
@@ -31,11 +31,13 @@ SPLIT, ROW = "_split", "_row"
 METADATA_DDL = f"`{ORDER}` string, `{LSN}` bigint, `{OP}` string, `{SOURCE_TS}` timestamp"
 
 # A parsed line's outcome. Only lines the Python parser read carry their number (``line``):
-# they are the only ones quarantined, and the splits' offsets it takes cost a job.
+# they are the only ones quarantined, and the splits' offsets it takes cost a job. Every
+# line carries where it was read (``file``, ``_split``, ``_row``: their order is the
+# stream's), which places a change of unknown commit after the snapshot before it.
 PARSED_DDL = (
     "kind string, file string, line bigint, op string, `order` string, lsn bigint, "
     "source_ts_ms bigint, row_json string, toast array<string>, reason string, raw string, "
-    "head int"
+    f"head int, {SPLIT} bigint, {ROW} bigint"
 )
 _PARSED_NAMES = [part.split()[0].strip("`") for part in PARSED_DDL.split(", ")]
 # Lines the JVM decoded carry no ``row_json``: their image is a struct of its raw values in a
@@ -48,6 +50,70 @@ MANY_REASONS = "reasons of too many kinds to list"
 
 def order_key(commit_lsn: int, lsn: int) -> str:
     return f"{commit_lsn:020d}{lsn:020d}"
+
+
+_NO_LSN = order_key(UNKNOWN_COMMIT, 0)[:20]  # 20 zeros: an order's half that names no LSN
+
+
+def snapshot_read(op: Column, order: Column) -> Column:
+    """Whether a parsed event is a read of an initial or blocking snapshot: ordered
+    (position, 0); an incremental snapshot's reads are at a stream position."""
+    return (op == "r") & order.endswith(_NO_LSN)
+
+
+def change_folder(file: Column) -> Column:
+    """The folder of a change file: one Kafka partition's, in which a key's changes all are."""
+    return F.regexp_replace(file, "/[^/]*$", "")
+
+
+def snapshot_starts(parsed: DataFrame) -> DataFrame:
+    """Each snapshot the lines hold reads of, per change folder: its position (``lsn``) and
+    where its first read there is (``first``: ``file``, ``_split``, ``_row``, whose order
+    within a folder is the stream's). One row a snapshot and folder."""
+    events = parsed.where(F.col("kind") == "event")
+    reads = events.where(snapshot_read(F.col("op"), F.col("order")))
+    first = F.min(F.struct("file", SPLIT, ROW)).alias("first")
+    return reads.groupBy(change_folder(F.col("file")).alias("folder"), "lsn").agg(first)
+
+
+def place_after_snapshots(
+    parsed: DataFrame,
+    starts: Sequence[tuple[int, tuple[str, int, int]]],
+    earlier: Sequence[tuple[int, str]],
+) -> DataFrame:
+    """Changes of unknown commit ordered after the snapshot read before them.
+
+    Debezium streams after a snapshot from the snapshot's position, so the first transaction
+    it streams then committed after the snapshot began; it names no commit
+    (:data:`~cdclake_merge.debezium.UNKNOWN_COMMIT`), and a change of it may precede the
+    snapshot's position (a transaction open when the snapshot began: not in its reads). Its
+    commit becomes the position of the latest snapshot read before it in its change folder
+    (``starts``: this run's, :func:`snapshot_starts`' rows; ``earlier``: (position, file of
+    its first read) of snapshots earlier runs read, for lines in a later file), or its own
+    LSN when that is later or no such snapshot is known: after that snapshot's reads
+    (ordered (position, 0)), before the next transaction, whose commit is past its commit.
+    Nothing else moves: a line before the snapshot in the stream, written again or replayed
+    from the quarantine, keeps its place.
+    """
+    at, file = F.struct("file", SPLIT, ROW), F.col("file")
+    folder = change_folder(file)
+    after: list[Column] = []
+    for lsn, (first_file, split, row) in starts:
+        first = F.struct(
+            F.lit(first_file).alias("file"),
+            F.lit(split).cast("bigint").alias(SPLIT),
+            F.lit(row).cast("bigint").alias(ROW),
+        )
+        read_before = (folder == F.lit(first_file.rsplit("/", 1)[0])) & (at > first)
+        after.append(F.when(read_before, F.lit(lsn).cast("bigint")))
+    for lsn, first_file in earlier:
+        read_before = (folder == F.lit(first_file.rsplit("/", 1)[0])) & (file > F.lit(first_file))
+        after.append(F.when(read_before, F.lit(lsn).cast("bigint")))
+    own = F.col("lsn")
+    commit = F.greatest(own, *after) if after else own  # greatest skips nulls
+    order = F.concat(F.lpad(commit.cast("string"), 20, "0"), F.substring("order", 21, 20))
+    unknown = (F.col("kind") == "event") & F.col("order").startswith(_NO_LSN)
+    return parsed.withColumn("order", F.when(unknown, order).otherwise(F.col("order")))
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
@@ -68,6 +134,8 @@ def decoded_lines(classified: DataFrame) -> DataFrame:
         fast["reason"].alias("reason"),
         F.lit(None).cast("string").alias("raw"),
         fast["head"].alias("head"),
+        SPLIT,
+        ROW,
         *images,
     )
 
@@ -114,6 +182,8 @@ def parse_lines(
                 ("reason", text),
                 ("raw", text),
                 ("head", pa.int32()),
+                (SPLIT, long),
+                (ROW, long),
             ]
         )
 
@@ -134,6 +204,8 @@ def parse_lines(
                 out["reason"].append(outcome.reason)
                 out["raw"].append(line if outcome.kind == "bad" else None)
                 out["head"].append(None)
+                out[SPLIT].append(split)
+                out[ROW].append(row_id)
                 if change is None:
                     for name in ("op", "order", "lsn", "source_ts_ms", "row_json", "toast"):
                         out[name].append(None)
@@ -141,7 +213,7 @@ def parse_lines(
                 signatures.add(change.columns)
                 toast_seen.update(change.toast_columns)
                 out["op"].append(change.op)
-                out["order"].append(order_key(change.commit_lsn, change.lsn))
+                out["order"].append(order_key(*change.order))
                 out["lsn"].append(change.lsn)
                 out["source_ts_ms"].append(change.source_ts_ms)
                 out["row_json"].append(None if change.row is None else dumps(change.row))
@@ -491,12 +563,16 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     (:func:`reason_kind`; the quarantine keeps each line's full reason), with ``count``;
     ``by_reason=False`` counts skips and bad lines under :data:`MANY_REASONS` instead.
     The ``t`` row's ``order`` is the newest truncate of the run; event rows'
-    ``source_ts_ms`` is their newest source commit time (lake freshness); the
+    ``source_ts_ms`` is their newest source commit time (lake freshness), ``unknown`` how many
+    name no commit (:func:`place_after_snapshots`) and the ``r`` rows' ``snapshot_lsn`` the
+    newest snapshot position their reads are at; the
     ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns. Events
     the JVM decoded are counted per ``head`` (their plan knows their columns), with the
     TOAST columns they carried in ``toast``.
     """
     is_schema = F.col("kind") == "schema"
+    is_event = F.col("kind") == "event"
+    read = snapshot_read(F.col("op"), F.col("order"))
     reason = reason_kind(F.col("reason")) if by_reason else F.lit(MANY_REASONS)
     return parsed.groupBy(
         "kind",
@@ -507,6 +583,8 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
         F.max("source_ts_ms").alias("source_ts_ms"),
+        F.count(F.when(is_event & F.col("order").startswith(_NO_LSN), 1)).alias("unknown"),
+        F.max(F.when(is_event & read, F.col("lsn"))).alias("snapshot_lsn"),
         F.collect_list(F.when(is_schema, F.col("row_json"))).alias("meta"),
         F.array_distinct(
             F.flatten(F.collect_set(F.when(F.size("toast") > 0, F.col("toast"))))

@@ -164,7 +164,9 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     }
     Object[] out = new Object[type.fields().length];
     out[0] = kind;
-    out[1] = padded(commit) + padded(lsn);
+    // A snapshot's read is at its position, before every change committed there or later
+    // (debezium.Change.order); an incremental snapshot's reads have no LSN: Python's.
+    out[1] = kind.equals("r") ? padded(lsn) + padded(0) : padded(commit) + padded(lsn);
     out[2] = lsn;
     out[3] = sourceMillis;
     out[4] = toastNames;
@@ -174,7 +176,10 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     return RowFactory.create(out);
   }
 
-  /** The commit LSN a sequence names, the event's own LSN if it names none, null if unsure. */
+  /**
+   * The commit position a sequence names: the event's own LSN if there is no sequence, 0
+   * (debezium.UNKNOWN_COMMIT, placed by the job) if its first element is null, null if unsure.
+   */
   static Long commit(String sequence, long lsn) {
     if (sequence == null || sequence.isEmpty()) {
       return lsn;
@@ -185,7 +190,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
     }
     String first = m.group(1);
     if (first.equals("null")) {
-      return lsn;
+      return 0L;
     }
     return Long.parseLong(first.replace("\"", ""));
   }
