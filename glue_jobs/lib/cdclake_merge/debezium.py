@@ -227,13 +227,14 @@ class Change:
     columns: tuple[tuple[str, str], ...]
     toast_columns: tuple[str, ...] = ()
     # A read of an initial or blocking snapshot at ``lsn``: ordered (lsn, 0), before every
-    # change whose commit is at that position or later, whatever its own LSN.
+    # change whose commit is at that position or later, whatever commit Debezium last
+    # streamed before it (``commit_lsn``, sequence[0]).
     snapshot_read: bool = False
 
     @property
     def order(self) -> tuple[int, int]:
         """Its place in the per-key order: (commit LSN, LSN within the commit)."""
-        return (self.commit_lsn, 0 if self.snapshot_read else self.lsn)
+        return (self.lsn, 0) if self.snapshot_read else (self.commit_lsn, self.lsn)
 
 
 @dataclass(frozen=True)
@@ -357,11 +358,8 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
     if not isinstance(source, dict):
         raise BadRecord("no 'source' block: the event cannot be ordered")
     commit_lsn, lsn = _positions(source)
-    # A snapshot's reads (not an incremental snapshot's: no LSN of their own) are at its
-    # position, whatever commit Debezium last streamed before it (sequence[0]).
+    # Not an incremental snapshot's reads: they have no LSN of their own.
     snapshot_read = op == "r" and source.get("lsn") is not None
-    if snapshot_read:
-        commit_lsn = lsn
     ts_ms = _source_ts_ms(source)
     if op == "t":
         return Outcome("event", change=Change("t", commit_lsn, lsn, ts_ms, None, ()))

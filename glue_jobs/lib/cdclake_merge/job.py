@@ -40,6 +40,7 @@ from cdclake_merge.transforms import (
     empty_state,
     fill_key_changes,
     fill_toast,
+    folder_of,
     fresh_events,
     latest_per_key,
     parse_lines,
@@ -417,7 +418,7 @@ def recorded_snapshots(
     follows its snapshot closely)."""
     firsts: dict[tuple[int, str], str] = {}
     for lsn, file in [*previous, *((lsn, first[0]) for lsn, first in starts)]:
-        where = (lsn, file.rsplit("/", 1)[0])
+        where = (lsn, folder_of(file))
         firsts[where] = min(file, firsts.get(where, file))
     kept = sorted(((lsn, file) for (lsn, _), file in firsts.items()), reverse=True)
     return tuple(sorted(kept[:KEPT_SNAPSHOTS]))

@@ -66,6 +66,11 @@ def change_folder(file: Column) -> Column:
     return F.regexp_replace(file, "/[^/]*$", "")
 
 
+def folder_of(file: str) -> str:
+    """:func:`change_folder` of one path, in Python."""
+    return file.rsplit("/", 1)[0]
+
+
 def snapshot_starts(parsed: DataFrame) -> DataFrame:
     """Each snapshot the lines hold reads of, per change folder: its position (``lsn``) and
     where its first read there is (``first``: ``file``, ``_split``, ``_row``, whose order
@@ -104,10 +109,10 @@ def place_after_snapshots(
             F.lit(split).cast("bigint").alias(SPLIT),
             F.lit(row).cast("bigint").alias(ROW),
         )
-        read_before = (folder == F.lit(first_file.rsplit("/", 1)[0])) & (at > first)
+        read_before = (folder == F.lit(folder_of(first_file))) & (at > first)
         after.append(F.when(read_before, F.lit(lsn).cast("bigint")))
     for lsn, first_file in earlier:
-        read_before = (folder == F.lit(first_file.rsplit("/", 1)[0])) & (file > F.lit(first_file))
+        read_before = (folder == F.lit(folder_of(first_file))) & (file > F.lit(first_file))
         after.append(F.when(read_before, F.lit(lsn).cast("bigint")))
     own = F.col("lsn")
     commit = F.greatest(own, *after) if after else own  # greatest skips nulls
