@@ -19,11 +19,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import requests
 from pg8000.native import Connection
 
+from cdclake.local.connect import ConnectClient
 from cdclake.local.postgres import SUPERUSER
 from cdclake.local.runtime import JVM_LIB
 from cdclake.local.stack import LocalStack
+from connectors.configs import connector_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ORDERS_TOPIC = "cdclake-local.public.orders"
@@ -154,6 +157,25 @@ def capture_starts(stack: LocalStack) -> list[str]:
     wanted = ("Snapshot ended", "Looking for WAL restart position", "Retrieved latest position")
     text = stack.log_path("connect").read_text(errors="replace")
     return [line[:300] for line in text.splitlines() if any(w in line for w in wanted)]
+
+
+def with_offsets_lost(stack: LocalStack, meanwhile: Callable[[], None]) -> None:
+    """The capture connector stopped, ``meanwhile()`` run, its offsets deleted and it resumed
+    (Kafka Connect 3.7's REST API): a connector whose offsets are lost snapshots every table
+    again, and what changed while it was stopped reaches the topics only through that."""
+    state = stack.load_state()
+    assert state is not None
+    url = stack.endpoints(state).connect_url
+    name = connector_name(stack.config, "debezium-source")
+    requests.put(f"{url}/connectors/{name}/stop", timeout=60).raise_for_status()
+    deadline = time.monotonic() + 120
+    while ConnectClient(url).status(name).get("connector", {}).get("state") != "STOPPED":
+        assert time.monotonic() < deadline, f"{name} not STOPPED after 120 s"
+        time.sleep(1)
+    meanwhile()
+    requests.delete(f"{url}/connectors/{name}/offsets", timeout=60).raise_for_status()
+    requests.put(f"{url}/connectors/{name}/resume", timeout=60).raise_for_status()
+    stack.wait_running(state, timeout=300)
 
 
 def upload_change_file(stack: LocalStack, topic: str, records: list[dict[str, Any]]) -> str:

@@ -3,8 +3,9 @@
 One seeded random workload on two tables runs against the real local stack while the stack
 does the things CDC pipelines get wrong: a table read by the connector's initial snapshot and
 another joining with an incremental snapshot, both while writes continue, a Connect worker
-SIGKILLed mid-stream, a TRUNCATE, a column added mid-stream, TOAST placeholders, primary-key
-changes, merges between and during the writes.
+SIGKILLed mid-stream, a TRUNCATE, a column added mid-stream, the connector's offsets lost (it
+snapshots every table again; rows deleted meanwhile have no delete event), TOAST placeholders,
+primary-key changes, merges between and during the writes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.e2e.e2e_helpers import (
     upload_change_file,
     validate,
     wait_for_event,
+    with_offsets_lost,
 )
 
 pytestmark = [
@@ -49,6 +51,7 @@ class Pipeline:
     workload: Workload
     merges: list[dict[str, Any]]
     timings: dict[str, float]
+    unseen: list[int]  # orders deleted while the connector was stopped, its offsets lost
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +106,18 @@ def pipeline(e2e_stack: LocalStack) -> Pipeline:
         merges.append(w.during(40, lambda: merge(stack, "public.customers")))
         mark("merge 2 (customers)")
 
+        # The connector's offsets lost (deleted while it is stopped): it snapshots every table
+        # again, and rows deleted meanwhile have no delete event, only their absence from it.
+        unseen = sorted(w.orders)[:3]
+
+        def delete_unseen() -> None:
+            for key in unseen:
+                w.sql("DELETE FROM public.orders WHERE id = :id", id=key)
+                del w.orders[key]
+
+        with_offsets_lost(stack, delete_unseen)
+        mark("offsets lost, snapshot again")
+
         w.run(30)
         w.wait()
         # The last change of each table: once its file has landed, so has every earlier one.
@@ -117,7 +132,7 @@ def pipeline(e2e_stack: LocalStack) -> Pipeline:
         mark("final merges")
     finally:
         w.close()
-    return Pipeline(stack, w, merges, timings)
+    return Pipeline(stack, w, merges, timings, unseen)
 
 
 def _after(payload: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +162,11 @@ def test_pipeline_random_workload_validate_reports_no_difference(pipeline: Pipel
     # A capture that started again without offsets snapshots again: its TRUNCATE is no event.
     assert {"r", "c", "u", "d", "t"} <= ops, (ops, capture_starts(stack))
     assert any(p["source"].get("snapshot") == "incremental" for p in orders)
+    # The snapshot after the offsets were lost ended, and no delete of its unseen rows exists.
+    ends = {"last", "last_in_data_collection"}
+    assert any(p["op"] == "r" and p["source"].get("snapshot") in ends for p in orders)
+    deleted = {(p.get("before") or {}).get("id") for p in orders if p["op"] == "d"}
+    assert pipeline.unseen and not deleted & set(pipeline.unseen), pipeline.unseen
     initial = {"true", "first", "first_in_data_collection", "last_in_data_collection", "last"}
     assert any(p["op"] == "r" and p["source"].get("snapshot") in initial for p in customers)
     assert any(_after(p).get("notes") == PLACEHOLDER for p in orders)

@@ -80,6 +80,23 @@ def envelope(
     }
 
 
+def snapshot_reads(
+    rows: list[tuple[int, str]], lsn: int, *, ends: bool = True, ts_ms: int = SOURCE_TS
+) -> list[dict[str, Any]]:
+    """A table's reads of an initial snapshot at ``lsn``, marked as Debezium 2.7 marks them
+    (``first_in_data_collection``, ``true``…, ``last_in_data_collection``); ``ends=False``:
+    the snapshot's first reads only, its last one not written yet."""
+    events: list[dict[str, Any]] = []
+    for i, (id_, name) in enumerate(rows):
+        event = envelope("r", lsn=lsn, after={"id": id_, "name": name}, ts_ms=ts_ms)
+        last = ends and i == len(rows) - 1
+        event["source"]["snapshot"] = (
+            "last_in_data_collection" if last else "first_in_data_collection" if i == 0 else "true"
+        )
+        events.append(event)
+    return events
+
+
 def with_schema(payload: dict[str, Any], fields: list[dict[str, Any]]) -> dict[str, Any]:
     value = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
     return {

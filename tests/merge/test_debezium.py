@@ -89,6 +89,26 @@ def test_parse_value_first_change_after_a_snapshot_has_unknown_commit() -> None:
     assert (outcome.change.order, outcome.change.commit_lsn) == ((UNKNOWN_COMMIT, 25), 0)
 
 
+@pytest.mark.parametrize(
+    ("op", "snapshot", "reason"),
+    [
+        ("r", "last_in_data_collection", debezium.SNAPSHOT_END),
+        ("r", "last", debezium.SNAPSHOT_END),
+        ("r", "true", None),
+        ("r", "first_in_data_collection", None),
+        ("r", "incremental", None),
+        ("u", "last", None),
+    ],
+)
+def test_parse_value_snapshot_last_read_marked_as_its_end(
+    op: str, snapshot: str, reason: str | None
+) -> None:
+    event = envelope(op, lsn=50, after={"id": 1})
+    event["source"]["snapshot"] = snapshot
+    outcome = parse_value(event, SPEC)
+    assert (outcome.kind, outcome.reason) == ("event", reason)
+
+
 def test_parse_value_truncate_has_no_row() -> None:
     outcome = parse_value(envelope("t", lsn=99), SPEC)
     assert outcome.change is not None

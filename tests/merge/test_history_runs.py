@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cdclake_merge.history import HISTORY_SUFFIX
-from tests.merge.support import SOURCE_TS, Lake, envelope
+from tests.merge.support import SOURCE_TS, Lake, envelope, snapshot_reads
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
@@ -236,3 +236,19 @@ def test_glue_entry_history_argument_reaches_the_sink(tmp_path: Path) -> None:
     for extra, kept in (([], False), (["--history", "1"], True)):
         args = module["parse_arguments"]([*argv, *extra])
         assert module["open_table"](args, module["merge_options"](args), None).history is kept
+
+
+def test_history_snapshot_taken_again_closes_the_rows_it_did_not_read(  # type: ignore[no-untyped-def]
+    spark, tmp_path: Path
+) -> None:
+    lake = Lake(spark, tmp_path, services={"history": 1})
+    lake.write("a.json", snapshot_reads([(1, "a"), (2, "a")], 10))
+    lake.merge()
+    lake.write("b.json", snapshot_reads([(1, "again")], 50, ts_ms=SOURCE_TS + 50 * 1000))
+    lake.merge()
+    versions = {
+        (r["id"], r["name"]): (r["_cdc_current"], seconds(r["_cdc_valid_to"]))
+        for r in history_of(lake)
+    }
+    # Key 2, deleted while the connector was not streaming, ends where the snapshot began.
+    assert versions == {(1, "a"): (False, 50), (1, "again"): (True, None), (2, "a"): (False, 50)}

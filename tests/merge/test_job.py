@@ -14,7 +14,14 @@ import pytest
 from cdclake_merge.debezium import TableSpec
 from cdclake_merge.job import MergeError, MergeOptions, TooManyBadRecords, read_lines
 from cdclake_merge.replay import quarantined, replay
-from tests.merge.support import Lake, envelope, parsed_in_python, with_schema
+from tests.merge.support import (
+    Lake,
+    compact_line,
+    envelope,
+    parsed_in_python,
+    snapshot_reads,
+    with_schema,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
@@ -199,6 +206,57 @@ def test_run_merge_truncate_removes_older_rows_of_other_partitions_in_later_runs
     lake.write("p1.json", [c(3, "older-from-p1", 20)], partition=1)
     lake.merge()
     assert lake.visible() == [{"id": 2, "name": "after"}]
+
+
+def test_run_merge_snapshot_taken_again_removes_rows_deleted_meanwhile(lake: Lake) -> None:
+    # The connector's snapshot and a change it streamed; then, its offsets lost (a crash
+    # before their first flush), a snapshot taken again: rows deleted while it was not
+    # streaming have no delete event, only their absence from the second snapshot.
+    first = snapshot_reads([(1, "a"), (2, "a"), (3, "a")], 10)
+    lake.write("a.json", [*first, c(4, "streamed", 20)])
+    lake.merge()
+    lake.write("b.json", [*snapshot_reads([(1, "again"), (4, "streamed")], 50), c(5, "after", 60)])
+    lake.merge()
+    assert lake.visible() == [
+        {"id": 1, "name": "again"},
+        {"id": 4, "name": "streamed"},
+        {"id": 5, "name": "after"},
+    ]
+
+
+def test_run_merge_snapshot_unfinished_removes_nothing_until_its_end(cow_lake: Lake) -> None:
+    lake = cow_lake
+    lake.write("a.json", snapshot_reads([(1, "a"), (2, "a"), (3, "a")], 10))
+    lake.merge()
+    lake.write("b.json", snapshot_reads([(1, "again"), (2, "again")], 50, ends=False))
+    lake.merge()
+    kept = [r["id"] for r in lake.visible()]
+    lake.write("c.json", snapshot_reads([(9, "again")], 50)[-1:])
+    lake.merge()
+    assert (kept, [r["id"] for r in lake.visible()]) == ([1, 2, 3], [1, 2, 9])
+
+
+def test_run_merge_snapshot_end_older_change_redelivered_after_it_changes_nothing(
+    cow_lake: Lake,
+) -> None:
+    lake = cow_lake
+    lake.write("a.json", [*snapshot_reads([(1, "a")], 10), *snapshot_reads([(1, "again")], 50)])
+    lake.merge()
+    lake.write("b.json", [c(3, "before the snapshot", 20)], partition=1)
+    lake.merge()
+    assert lake.visible() == [{"id": 1, "name": "again"}]
+
+
+def test_run_merge_snapshot_taken_again_schema_included_removes_rows_deleted_meanwhile(
+    lake: Lake,
+) -> None:
+    # Lines with their schema, as the JSON converter writes them, are decoded in the JVM.
+    fields = [{"field": "id", "type": "int32"}, {"field": "name", "type": "string"}]
+    first = snapshot_reads([(1, "a"), (2, "a")], 10)
+    again = snapshot_reads([(2, "again")], 50)
+    lake.write("a.json", [compact_line(with_schema(e, fields)) for e in [*first, *again]])
+    lake.merge()
+    assert lake.visible() == [{"id": 2, "name": "again"}]
 
 
 def test_run_merge_toast_placeholder_keeps_value_across_runs(two_runs: TwoRuns) -> None:
@@ -387,9 +445,11 @@ def _lane(events: list[dict[str, Any]], lane: str) -> list[Any]:
     return events if lane == "python" else [with_schema(e, NAMED) for e in events]
 
 
-def _snapshot(id_: int, name: str, at: int) -> dict[str, Any]:
+def _snapshot(id_: int, name: str, at: int, *, last: bool = False) -> dict[str, Any]:
+    """A snapshot's read at ``at``; ``last``: the table's last, marked as Debezium marks it
+    (the snapshot's end: every row it did not read is gone)."""
     event = envelope("r", lsn=at, after={"id": id_, "name": name})
-    event["source"]["snapshot"] = "true"
+    event["source"]["snapshot"] = "last_in_data_collection" if last else "true"
     return event
 
 
@@ -400,7 +460,17 @@ def _open_across(op: str, id_: int, lsn: int, name: str = "open") -> dict[str, A
     return envelope(op, lsn=lsn, before=before, after=after, first_after_snapshot=True)
 
 
-OPEN_ACROSS = [_open_across("u", 1, 90), _open_across("d", 2, 95), _open_across("c", 3, 96)]
+OPEN_ACROSS = [
+    _open_across("u", 1, 90),
+    _open_across("d", 2, 95),
+    _open_across("c", 3, 96),
+    _open_across("c", 4, 97),
+]
+# The snapshot at 100 the transaction was open across; its end removes every older row it
+# did not read, not the transaction's inserts (ordered after the reads).
+READS = [_snapshot(1, "snapshot", 100), _snapshot(2, "snapshot", 100, last=True)]
+# What the transaction leaves, with NEXT after it.
+OPEN_LEFT = [{"id": 1, "name": "open"}, {"id": 3, "name": "next"}, {"id": 4, "name": "open"}]
 # The next transaction: its sequence[0] is where the open one's commit ended.
 NEXT = envelope("u", lsn=130, commit=120, after={"id": 3, "name": "next"})
 
@@ -409,20 +479,21 @@ NEXT = envelope("u", lsn=130, commit=120, after={"id": 3, "name": "next"})
 def test_run_merge_transaction_open_across_a_snapshot_applies_after_its_reads(
     cow_lake: Lake, lane: str
 ) -> None:
-    reads = [_snapshot(1, "snapshot", 100), _snapshot(2, "snapshot", 100)]
-    cow_lake.write("a.json", _lane([*reads, *OPEN_ACROSS, NEXT], lane))
+    # Row 9, written before the snapshot and not read by it, was deleted meanwhile.
+    gone = envelope("c", lsn=40, after={"id": 9, "name": "deleted unseen"})
+    cow_lake.write("a.json", _lane([gone, *READS, *OPEN_ACROSS, NEXT], lane))
     cow_lake.merge()
-    assert cow_lake.visible() == [{"id": 1, "name": "open"}, {"id": 3, "name": "next"}]
+    assert cow_lake.visible() == OPEN_LEFT
 
 
 def test_run_merge_transaction_open_across_a_snapshot_of_an_earlier_run_applies_after_it(
     cow_lake: Lake,
 ) -> None:
-    cow_lake.write("a.json", [_snapshot(1, "snapshot", 100), _snapshot(2, "snapshot", 100)])
+    cow_lake.write("a.json", READS)
     cow_lake.merge()
     cow_lake.write("b.json", [*OPEN_ACROSS, NEXT])
     cow_lake.merge()
-    assert cow_lake.visible() == [{"id": 1, "name": "open"}, {"id": 3, "name": "next"}]
+    assert cow_lake.visible() == OPEN_LEFT
 
 
 def test_run_merge_snapshot_taken_again_after_the_open_transaction_wins_over_it(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.debezium import UNAVAILABLE, TableSpec
+from cdclake_merge.debezium import SNAPSHOT_END, UNAVAILABLE, TableSpec
 from cdclake_merge.generator import GeneratorOptions, generate_files
 from cdclake_merge.job import parse_undecided, read_lines
 from cdclake_merge.jvm_parse import (
@@ -115,6 +115,13 @@ def event(op: str = "u", **row: Any) -> dict[str, Any]:
     return envelope(op, lsn=40, commit=30, after=image)
 
 
+def read(snapshot: str, op: str = "r") -> dict[str, Any]:
+    """A snapshot's read with ``source.snapshot`` as given."""
+    payload = event(op)
+    payload["source"]["snapshot"] = snapshot
+    return payload
+
+
 def kind_line(**row: Any) -> str:
     return line(envelope("c", lsn=40, commit=30, after={**KIND_ROW, **row}), KIND_FIELDS)
 
@@ -202,6 +209,14 @@ DECIDED = {
     "values of every other kind, below zero": kind_line(
         ms=-1, ns=-1, tns=999, f32=-0.0, small=-(2**15), tiny=decimal_b64("-99.99999999", 8)
     ),
+    # A table's last read of a snapshot carries SNAPSHOT_END as its reason; other reads, a
+    # value spelling the same words and an update marked so (Debezium marks none) do not.
+    "a snapshot's last read": line(read("last_in_data_collection")),
+    "a snapshot's last read of its last table": line(read("last")),
+    "a snapshot's read": line(read("true")),
+    "an incremental snapshot's read": line(read("incremental")),
+    "a value spelling a snapshot's end": line(event("r", name='"snapshot":"last"')),
+    "an update marked as a snapshot's end": line(read("last", op="u")),
     "tombstone": "null",
     "blank line": "",
 }
@@ -284,6 +299,18 @@ def test_classify_lines_two_schemas_in_one_file_each_cut_at_its_own_head(spark) 
     python = parsed_in_python(lines_frame(spark, texts), SPEC).collect()
     assert classified.where("fast.ok").count() == 3
     assert outcome_rows(fast) == outcome_rows(python)
+
+
+def test_classify_lines_snapshot_last_reads_marked_as_its_end_in_jvm(spark) -> None:  # type: ignore[no-untyped-def]
+    names = [
+        "a snapshot's last read",
+        "a snapshot's read",
+        "a snapshot's last read of its last table",
+        "a value spelling a snapshot's end",
+    ]
+    classified, rows = run_composition(spark, [DECIDED[name] for name in names])
+    assert classified.where("fast.ok").count() == len(names)
+    assert sorted(r["reason"] or "" for r in rows) == ["", "", SNAPSHOT_END, SNAPSHOT_END]
 
 
 def test_classify_lines_image_its_op_does_not_use_is_null(spark) -> None:  # type: ignore[no-untyped-def]

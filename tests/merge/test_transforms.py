@@ -23,6 +23,7 @@ from cdclake_merge.transforms import (
     parse_lines,
     place_after_snapshots,
     run_summary,
+    snapshot_horizon,
     snapshot_starts,
     truncated_rows,
 )
@@ -407,3 +408,15 @@ def test_place_after_snapshots_named_commit_never_moves(spark) -> None:  # type:
     # Below the snapshot: streamed before it (a line written again), whatever its place.
     named = envelope("u", lsn=110, commit=80, after={"id": 1, "name": "x"})
     assert placed_orders(spark, [_read(100), named])[1] == order_key(80, 110)
+
+
+def test_snapshot_horizon_just_below_its_reads_keeps_what_follows() -> None:
+    horizon = snapshot_horizon(order_key(100, 0))
+    # Everything before the snapshot's position is older; its reads and what is placed
+    # after them (the first transaction, at (100, its LSN)) are newer.
+    assert order_key(99, 10**19) < horizon < order_key(100, 0) < order_key(100, 1)
+
+
+def test_snapshot_horizon_of_a_streamed_change_refused() -> None:
+    with pytest.raises(ValueError, match="not a snapshot read"):
+        snapshot_horizon(order_key(100, 90))

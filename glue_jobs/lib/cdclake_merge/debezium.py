@@ -196,6 +196,12 @@ UNAVAILABLE_FORMS = frozenset(
     }
 )
 OPS = frozenset({"c", "u", "d", "r", "t"})
+# The reason an event carries when it is a table's last read of an initial (or blocking)
+# snapshot: the table is then exactly what that snapshot read, so every row older than the
+# snapshot and not read by it is gone (deleted while the connector was not streaming: a
+# snapshot taken again after offsets were lost), as if truncated just before it.
+SNAPSHOT_END = "end of a snapshot"
+SNAPSHOT_LAST = frozenset({"last", "last_in_data_collection"})  # source.snapshot's values
 MAX_LSN = 2**63 - 1
 VARIABLE_SCALE_DECIMAL = "decimal(38,18)"
 
@@ -371,8 +377,9 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
         raise BadRecord(f"op {op!r} without an 'after' image")
     row, columns, toast = _decode_image(image, _schema_plan(schema, image_name), spec)
     _check_key(row, toast, spec)
+    end = snapshot_read and source.get("snapshot") in SNAPSHOT_LAST
     change = Change(op, commit_lsn, lsn, ts_ms, row, columns, toast, snapshot_read)
-    return Outcome("event", change=change)
+    return Outcome("event", SNAPSHOT_END if end else None, change)
 
 
 def _parse_flattened(payload: dict[str, Any], schema: dict[str, Any] | None, spec: TableSpec):  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdclake_merge.debezium import TableSpec
+from cdclake_merge.debezium import SNAPSHOT_END, TableSpec
 from cdclake_merge.generations import kept_columns
 from cdclake_merge.history import Truncate, history_rows
 from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_heads
@@ -46,6 +46,7 @@ from cdclake_merge.transforms import (
     parse_lines,
     place_after_snapshots,
     run_summary,
+    snapshot_horizon,
     snapshot_starts,
     truncated_rows,
     undecided_lines,
@@ -463,12 +464,13 @@ def table_schema(
 
 
 def truncation_horizon(summary: list[Any], previous: TableState) -> str | None:
-    """Every row whose last change precedes the newest truncate seen so far is gone."""
-    run_truncate = max(
-        (row["order"] for row in summary if row["kind"] == "event" and row["op"] == "t"),
-        default=None,
-    )
-    return max(filter(None, (previous.truncated_before, run_truncate)), default=None)
+    """Every row whose last change precedes the newest truncate seen so far is gone; so is
+    every row older than the newest end of a snapshot and not read by it (a snapshot's reads
+    share one order: the horizon is just before it)."""
+    events = [row for row in summary if row["kind"] == "event"]
+    run_truncate = max((row["order"] for row in events if row["op"] == "t"), default=None)
+    ends = [snapshot_horizon(row["snapshot_end"]) for row in events if row["snapshot_end"]]
+    return max(filter(None, (previous.truncated_before, run_truncate, *ends)), default=None)
 
 
 def fold(
@@ -525,13 +527,16 @@ def fold(
 
 
 def run_truncates(parsed: DataFrame, horizon: str | None) -> list[Truncate]:
-    """The run's truncates after the table's horizon, for the history (a truncate is rare:
-    their few rows reach the driver)."""
-    truncates = parsed.where((F.col("kind") == "event") & (F.col("op") == "t"))
-    if horizon is not None:
-        truncates = truncates.where(F.col("order") > F.lit(horizon))
-    found = truncates.select("order", "source_ts_ms").distinct().collect()
-    return [(row["order"], row["source_ts_ms"]) for row in found]
+    """The run's truncates and ends of a snapshot (each a truncate just before it) after the
+    table's horizon, for the history (both are rare: their few rows reach the driver)."""
+    ends = F.col("reason") == SNAPSHOT_END
+    truncates = parsed.where((F.col("kind") == "event") & ((F.col("op") == "t") | ends))
+    found = truncates.select("order", "source_ts_ms", ends.alias("end")).distinct().collect()
+    marks = [
+        (snapshot_horizon(row["order"]) if row["end"] else row["order"], row["source_ts_ms"])
+        for row in found
+    ]
+    return [mark for mark in marks if horizon is None or mark[0] > horizon]
 
 
 def count_folded(latest: DataFrame, result: RunResult) -> None:

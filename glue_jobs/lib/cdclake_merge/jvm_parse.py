@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdclake_merge.debezium import (
+    SNAPSHOT_END,
     UNAVAILABLE,
     TableSpec,
     loads,
@@ -64,6 +65,8 @@ _FAST_FIELDS = (
     ("toast", "array<string>"),
 )
 FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
+# The source block's snapshot field at a table's last read (see _snapshot_end).
+_SNAPSHOT_LAST = r'"source":\{[^{}]*"snapshot":"last(_in_data_collection)?"'
 # Lines skipped without parsing, with the Python parser's reasons.
 _SKIPPED = {"": "blank line", "null": "tombstone (null value)"}
 _PARSE_TYPES: dict[str, T.DataType] = {
@@ -316,14 +319,25 @@ def jvm_function(spark: SparkSession, class_name: str, *arguments: str) -> str:
     return name
 
 
+def _snapshot_end(text: Column) -> Column:
+    """Whether the line is a table's last read of a snapshot (``source.snapshot`` ``last`` or
+    ``last_in_data_collection``), from its text: the JSON converter writes the source block as
+    one flat object, and a column's text value holding the same words is escaped (``\\"``),
+    so the pattern matches only the block's own field. The cheap test first: Spark stops an
+    ``AND`` at its first false."""
+    return text.contains('"snapshot":"last') & text.rlike(_SNAPSHOT_LAST)
+
+
 def _outcome(i: int) -> Column:
     """The ``FAST_TYPE`` outcome of a line with plan ``i``'s head, from :func:`_decoded`."""
     e = F.col(f"_e{i}")
+    end = (e["op"] == "r") & _snapshot_end(F.col("text"))
     return F.when(
         F.col("_head") == i,
         _fast_struct(
             ok=e.isNotNull(),
             kind="event",
+            reason=F.when(end, F.lit(SNAPSHOT_END)),
             head=F.lit(i),
             op=e["op"],
             order=e["order"],
@@ -334,7 +348,9 @@ def _outcome(i: int) -> Column:
     )
 
 
-def _fast_struct(*, ok: Column, kind: str, reason: str | None = None, **values: Column) -> Column:
+def _fast_struct(
+    *, ok: Column, kind: str, reason: str | Column | None = None, **values: Column
+) -> Column:
     """A ``FAST_TYPE`` value; fields not given are null."""
     given = {"ok": ok, "kind": F.lit(kind), "reason": F.lit(reason), **values}
     return F.struct(*[given.get(name, F.lit(None)).cast(t).alias(name) for name, t in _FAST_FIELDS])

@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, FloatType, StructType
 
-from cdclake_merge.debezium import UNKNOWN_COMMIT, TableSpec, dumps, parse_line
+from cdclake_merge.debezium import SNAPSHOT_END, UNKNOWN_COMMIT, TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl, raw_type
 
@@ -119,6 +119,16 @@ def place_after_snapshots(
     order = F.concat(F.lpad(commit.cast("string"), 20, "0"), F.substring("order", 21, 20))
     unknown = (F.col("kind") == "event") & F.col("order").startswith(_NO_LSN)
     return parsed.withColumn("order", F.when(unknown, order).otherwise(F.col("order")))
+
+
+def snapshot_horizon(order: str) -> str:
+    """The horizon of a snapshot whose reads are at ``order`` (position, 0): the greatest
+    order below it, so a truncate there removes every row older than the snapshot and keeps
+    its reads and what is placed after them (:func:`place_after_snapshots`)."""
+    commit, within = int(order[:20]), int(order[20:])
+    if within != 0:
+        raise ValueError(f"order {order} is not a snapshot read's (position, 0)")
+    return order_key(commit - 1, 10**20 - 1)
 
 
 def decoded_lines(classified: DataFrame) -> DataFrame:
@@ -567,10 +577,11 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     One row per outcome: events by op, skips and quarantined lines by reason kind
     (:func:`reason_kind`; the quarantine keeps each line's full reason), with ``count``;
     ``by_reason=False`` counts skips and bad lines under :data:`MANY_REASONS` instead.
-    The ``t`` row's ``order`` is the newest truncate of the run; event rows'
-    ``source_ts_ms`` is their newest source commit time (lake freshness), ``unknown`` how many
-    name no commit (:func:`place_after_snapshots`) and the ``r`` rows' ``snapshot_lsn`` the
-    newest snapshot position their reads are at; the
+    The ``t`` row's ``order`` is the newest truncate of the run, the ``r`` row's
+    ``snapshot_end`` the newest end of a snapshot (:data:`~cdclake_merge.debezium.SNAPSHOT_END`);
+    event rows' ``source_ts_ms`` is their newest source commit time (lake freshness),
+    ``unknown`` how many name no commit (:func:`place_after_snapshots`) and the ``r`` rows'
+    ``snapshot_lsn`` the newest snapshot position their reads are at; the
     ``schema`` row's ``meta`` lists every worker's column signatures and TOAST columns. Events
     the JVM decoded are counted per ``head`` (their plan knows their columns), with the
     TOAST columns they carried in ``toast``.
@@ -587,6 +598,7 @@ def run_summary(parsed: DataFrame, *, by_reason: bool = True) -> DataFrame:
     ).agg(
         F.count(F.lit(1)).alias("count"),
         F.max("order").alias("order"),
+        F.max(F.when(F.col("reason") == SNAPSHOT_END, F.col("order"))).alias("snapshot_end"),
         F.max("source_ts_ms").alias("source_ts_ms"),
         F.count(F.when(is_event & F.col("order").startswith(_NO_LSN), 1)).alias("unknown"),
         F.max(F.when(is_event & read, F.col("lsn"))).alias("snapshot_lsn"),
