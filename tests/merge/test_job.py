@@ -505,3 +505,19 @@ def test_run_merge_snapshot_taken_again_after_the_open_transaction_wins_over_it(
     cow_lake.write("a.json", [_snapshot(1, "snapshot", 100), _open_across("u", 1, 90), again])
     cow_lake.merge()
     assert cow_lake.visible() == [{"id": 1, "name": "snapshot again"}]
+
+
+def test_run_merge_open_transaction_line_replayed_after_the_snapshot_end_applies(
+    cow_lake: Lake,
+) -> None:
+    # Its insert quarantined (a value the table's type cannot hold), replayed once fixed
+    # from a folder of its own, after the snapshot's end set the table's horizon.
+    typed = {"amount": "decimal(10,2)"}
+    cow_lake.options = replace(cow_lake.options, column_types=typed, max_bad_fraction=1.0)
+    too_big = {"id": 10, "name": "open", "amount": "1e20"}
+    inserted = envelope("c", lsn=90, after=too_big, first_after_snapshot=True)
+    cow_lake.write("a.json", [*READS, inserted])
+    assert cow_lake.merge().quarantined == 1
+    cow_lake.options = replace(cow_lake.options, column_types={"amount": "string"})
+    replay(lambda: cow_lake.spark, cow_lake.fs, cow_lake.sink, cow_lake.options)
+    assert [r["id"] for r in cow_lake.visible()] == [1, 2, 10]

@@ -377,7 +377,7 @@ def _parse_envelope(payload: dict[str, Any], schema: dict[str, Any] | None, spec
         raise BadRecord(f"op {op!r} without an 'after' image")
     row, columns, toast = _decode_image(image, _schema_plan(schema, image_name), spec)
     _check_key(row, toast, spec)
-    end = snapshot_read and source.get("snapshot") in SNAPSHOT_LAST
+    end = snapshot_read and str(source.get("snapshot")) in SNAPSHOT_LAST
     change = Change(op, commit_lsn, lsn, ts_ms, row, columns, toast, snapshot_read)
     return Outcome("event", SNAPSHOT_END if end else None, change)
 
