@@ -20,6 +20,7 @@ import typer
 from cdclake.erase import deadlines_of, erase_locally, show
 from cdclake_merge.erase import (
     erase_change_files,
+    erase_lake,
     erase_quarantine,
     keep_applied,
     refuse_unreachable_generations,
@@ -353,3 +354,74 @@ def test_erase_generations_rebuild_in_progress_refused() -> None:
 
 def test_erase_generations_live_one_alone_passes() -> None:
     refuse_unreachable_generations(Generations(live=2), "public.orders")
+
+
+# A key whose digits no other value of the lake spells: the record index names keys as text.
+DISTINCT = 987654321
+
+
+@dataclass(frozen=True)
+class IndexedLake:
+    """A MERGE_ON_READ lake whose key DISTINCT was inserted, then deleted, and erased; then
+    another run updated key 1 and inserted key 3."""
+
+    key_in_metadata_before: bool
+    partitions_after_erase: str
+    key_in_metadata_after: bool
+    partitions_after_next_run: str
+    rows_after_next_run: list[dict[str, Any]]
+
+
+def _metadata_holds(root: Path, text: str) -> bool:
+    """Whether any file of the table's metadata table holds ``text`` as stored (the record
+    index's log blocks name their keys uncompressed)."""
+    files = (root / ".hoodie" / "metadata").rglob("*")
+    return any(text.encode() in p.read_bytes() for p in files if p.is_file())
+
+
+def _metadata_partitions(root: Path) -> str:
+    properties = (root / ".hoodie" / "hoodie.properties").read_text().splitlines()
+    return next(p for p in properties if p.startswith("hoodie.table.metadata.partitions="))
+
+
+@pytest.fixture(scope="module")
+def indexed_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> IndexedLake:  # type: ignore[no-untyped-def]
+    lake = Lake(spark, tmp_path_factory.mktemp("erase-index"), table_type="MERGE_ON_READ")
+    root = Path(_hudi(lake).root)
+    lake.write("a.json", [_change("c", 1, 10), _change("c", DISTINCT, 11)])
+    lake.merge()
+    lake.write("b.json", [envelope("d", lsn=20, before={"id": DISTINCT})])
+    lake.merge()
+    before = _metadata_holds(root, str(DISTINCT))
+    erase_lake(spark, _hudi(lake), {"id": str(DISTINCT)})
+    erased = (_metadata_partitions(root), _metadata_holds(root, str(DISTINCT)))
+    lake.write("c.json", [_change("u", 1, 30), _change("c", 3, 31)])
+    lake.merge()
+    return IndexedLake(before, *erased, _metadata_partitions(root), lake.visible())
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_lake_record_index_dropped_with_the_key(indexed_lake: IndexedLake) -> None:
+    # Hudi's record index names every key it ever held until its metadata table compacts;
+    # the erase's table services run without it, and Hudi drops a partition they do not
+    # enable (HoodieTable.deleteMetadataIndexIfNecessary): no copy of the key is left there.
+    assert (
+        indexed_lake.key_in_metadata_before,
+        indexed_lake.partitions_after_erase,
+        indexed_lake.key_in_metadata_after,
+    ) == (True, "hoodie.table.metadata.partitions=files", False)
+
+
+@pytest.mark.spark
+@pytest.mark.hudi
+def test_erase_lake_next_run_builds_the_record_index_again(indexed_lake: IndexedLake) -> None:
+    # Built from the table's files at the next commit: key 1 is found (updated, not inserted
+    # twice), and the erased key is not in it.
+    assert (
+        "record_index" in indexed_lake.partitions_after_next_run,
+        indexed_lake.rows_after_next_run,
+    ) == (
+        True,
+        [{"id": 1, "v": "secret-1-30"}, {"id": 3, "v": "secret-3-31"}],
+    )
