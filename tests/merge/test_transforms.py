@@ -420,23 +420,3 @@ def test_snapshot_horizon_just_below_its_reads_keeps_what_follows() -> None:
 def test_snapshot_horizon_of_a_streamed_change_refused() -> None:
     with pytest.raises(ValueError, match="not a snapshot read"):
         snapshot_horizon(order_key(100, 90))
-
-
-REPLAYS = "quarantine/replays/r00000001"
-
-
-def test_place_after_snapshots_replayed_line_after_the_snapshot_it_precedes(spark) -> None:  # type: ignore[no-untyped-def]
-    # A quarantined line replayed from a folder of its own: no stream of reads to go by.
-    earlier = [(100, f"{CHANGES}/a.json"), (200, f"{CHANGES}/c.json")]
-    orders = [
-        placed_orders(spark, [_first(lsn)], earlier, file=f"{REPLAYS}/lines.json")[0]
-        for lsn in (90, 150, 250)
-    ]
-    assert orders == [order_key(100, 90), order_key(200, 150), order_key(250, 250)]
-
-
-def test_place_after_snapshots_line_before_the_reads_in_their_folder_keeps_its_place(spark) -> None:  # type: ignore[no-untyped-def]
-    # The fallback is for other folders only: in the snapshot's own folder a line before its
-    # first read was streamed before it.
-    earlier = [(100, f"{CHANGES}/c.json")]
-    assert placed_orders(spark, [_first(90)], earlier) == [order_key(90, 90)]

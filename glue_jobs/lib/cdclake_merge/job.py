@@ -24,7 +24,7 @@ from cdclake_merge.jvm_parse import HeadPlan, classify_lines, heads_in, plan_hea
 from cdclake_merge.positions import FolderPosition, Scan, advance, cut, scan
 from cdclake_merge.schema import Column, NeedsRebuild, SchemaChangeError, unify
 from cdclake_merge.sink import Changes, Sink, TableState
-from cdclake_merge.storage import FileSystem, join
+from cdclake_merge.storage import FileSystem, folder_of, join
 from cdclake_merge.transforms import (
     DELETED,
     METADATA_COLUMNS,
@@ -40,7 +40,6 @@ from cdclake_merge.transforms import (
     empty_state,
     fill_key_changes,
     fill_toast,
-    folder_of,
     fresh_events,
     latest_per_key,
     parse_lines,

@@ -17,7 +17,9 @@ A replay, after a fix (config or code) that makes some of them readable:
 2. the lines that now parse are written, in their original order, to
    ``<quarantine root>/replays/r<N>/lines.json`` and applied by ``run_merge`` through the
    table's sink, as one commit. The merge's ordering rules apply: a replayed change older
-   than what the table holds for its key is skipped as stale, never applied over it;
+   than what the table holds for its key is skipped as stale, never applied over it; a
+   change of the first transaction after a snapshot, which names no commit, is written
+   naming the snapshot it followed in its change folder (:func:`snapshot_before`);
 3. ``replays/r<N>/_ledger.json`` records which lines that commit applied (and, on Glue, the
    job run that did it). Listing leaves them out, so a second replay finds nothing and
    commits nothing.
@@ -33,11 +35,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from cdclake_merge.storage import join
+from cdclake_merge.storage import folder_of, join
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -189,6 +191,33 @@ def _input_defaults(state: Any) -> dict[str, Any]:
     return values
 
 
+def snapshot_before(source_file: str, lsn: int, snapshots: Sequence[tuple[int, str]]) -> int | None:
+    """The position of the snapshot a replayed change of unknown commit (the first
+    transaction streamed after a snapshot, :func:`cdclake_merge.transforms.place_after_snapshots`)
+    follows, when its change precedes that position: the newest of the table's recorded
+    ``snapshots`` (position, file of its first read) whose first read is in the line's own
+    change folder, in its file or an earlier one. The replay's own folder has no stream to
+    place it by; where it was first read does. None: its own LSN places it."""
+    folder = folder_of(source_file)
+    before = [
+        position
+        for position, first in snapshots
+        if folder_of(first) == folder and first <= source_file
+    ]
+    newest = max(before, default=None)
+    return newest if newest is not None and newest > lsn else None
+
+
+def named_commit(raw: str, position: int) -> str:
+    """``raw`` with ``source.sequence[0]`` (null: no commit named) set to ``position``, as
+    the merge would place the line read in its stream; the quarantine keeps the line as read."""
+    return _UNNAMED_COMMIT.sub(lambda m: f'{m.group(1)}\\"{position}\\"', raw, count=1)
+
+
+# source.sequence as the JSON converter writes it: a string holding a JSON array.
+_UNNAMED_COMMIT = re.compile(r'("sequence"\s*:\s*"\[\s*)null')
+
+
 class ReplaySink:
     """The table's sink, seen by ``run_merge`` as if no change file had ever been applied.
 
@@ -245,31 +274,38 @@ def replay(
     ``fs`` serves the sink's quarantine root; ``options.changes`` is not read (the replay's
     input is its own folder there). ``job_run`` (the Glue run id) goes into the ledger.
     """
-    from cdclake_merge.debezium import parse_line
+    from cdclake_merge.debezium import UNKNOWN_COMMIT, parse_line
     from cdclake_merge.job import run_merge
 
     root = sink.quarantine_root
     state = sink.load()
     pending = listing(fs, root, state.version).pending
     result = ReplayResult()
-    readable: list[QuarantinedLine] = []
+    lines: list[str] = []
+    readable: list[str] = []
     for item in pending:
         outcome = parse_line(item.raw, options.spec)
         if outcome.kind == "bad":
             result.still_failing[item.id] = str(outcome.reason)
         else:
-            readable.append(item)
+            readable.append(item.id)
+            change = outcome.change
+            if change is not None and change.commit_lsn == UNKNOWN_COMMIT:
+                after = snapshot_before(item.source_file, change.lsn, state.snapshots)
+                lines.append(named_commit(item.raw, after) if after else item.raw)
+            else:
+                lines.append(item.raw)
     if not readable:
         return result
     result.replay = f"r{state.version + 1:08d}"
     folder = join(root, REPLAYS, result.replay)
     fs.delete(folder)  # a replay that died before its commit left this behind
-    fs.write_text(join(folder, LINES), "".join(item.raw + "\n" for item in readable))
+    fs.write_text(join(folder, LINES), "".join(text + "\n" for text in lines))
     merged = run_merge(
         spark_factory, fs, ReplaySink(sink, result.replay), replace(options, changes=folder)
     )
     result.version, result.merge = merged.version, merged.as_dict()
-    result.applied = [item.id for item in readable]
+    result.applied = readable
     ledger = {
         "replay": result.replay,
         "version": merged.version,

@@ -65,6 +65,11 @@ def join(root: str, *parts: str) -> str:
     return "/".join([root.rstrip("/"), *[p.strip("/") for p in parts]])
 
 
+def folder_of(path: str) -> str:
+    """The folder a file is in (for a change file, its Kafka partition's)."""
+    return path.rsplit("/", 1)[0]
+
+
 def is_input(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return not name.startswith((".", "_")) and name.endswith(INPUT_SUFFIXES)

@@ -17,6 +17,7 @@ from pyspark.sql.types import DataType, FloatType, StructType
 from cdclake_merge.debezium import SNAPSHOT_END, UNKNOWN_COMMIT, TableSpec, dumps, parse_line
 from cdclake_merge.schema import Column as ColumnDef
 from cdclake_merge.schema import decode_sql, raw_ddl, raw_type
+from cdclake_merge.storage import folder_of
 
 # Metadata columns kept in the lake table so users can audit every row.
 ORDER = "_cdc_order"  # zero-padded commit LSN + change LSN: the per-key order, a string
@@ -61,18 +62,10 @@ def snapshot_read(op: Column, order: Column) -> Column:
     return (op == "r") & order.endswith(_NO_LSN)
 
 
-# The folder the change sink writes one Kafka partition's stream to (connectors.configs).
-PARTITION_FOLDER = "/partition=[0-9]+$"
-
-
 def change_folder(file: Column) -> Column:
-    """The folder of a change file: one Kafka partition's, in which a key's changes all are."""
+    """The folder of a change file: one Kafka partition's, in which a key's changes all are
+    (:func:`cdclake_merge.storage.folder_of` of one path)."""
     return F.regexp_replace(file, "/[^/]*$", "")
-
-
-def folder_of(file: str) -> str:
-    """:func:`change_folder` of one path, in Python."""
-    return file.rsplit("/", 1)[0]
 
 
 def snapshot_starts(parsed: DataFrame) -> DataFrame:
@@ -101,10 +94,8 @@ def place_after_snapshots(
     its first read) of snapshots earlier runs read, for lines in a later file), or its own
     LSN when that is later or no such snapshot is known: after that snapshot's reads
     (ordered (position, 0)), before the next transaction, whose commit is past its commit.
-    A line of a folder that is no partition's stream (:data:`PARTITION_FOLDER`: a replay's)
-    goes after the first known snapshot whose position its change precedes. Nothing else
-    moves: a line before the snapshot in its change folder's stream (written again by the
-    sink) keeps its place.
+    Nothing else moves: a line before the snapshot in the stream, written again or replayed
+    from the quarantine, keeps its place.
     """
     at, file = F.struct("file", SPLIT, ROW), F.col("file")
     folder = change_folder(file)
@@ -121,13 +112,6 @@ def place_after_snapshots(
         read_before = (folder == F.lit(folder_of(first_file))) & (file > F.lit(first_file))
         after.append(F.when(read_before, F.lit(lsn).cast("bigint")))
     own = F.col("lsn")
-    positions = sorted({lsn for lsn, _ in starts} | {lsn for lsn, _ in earlier})
-    if positions:
-        # A line of a folder that is no Kafka partition's stream (a quarantined line replayed,
-        # a file put in a replay folder by hand) has no place in a stream to go by: it goes
-        # after the first snapshot its change precedes, the one its transaction was open across.
-        following = [F.when(own < F.lit(p), F.lit(p).cast("bigint")) for p in positions]
-        after.append(F.when(~folder.rlike(PARTITION_FOLDER), F.coalesce(*following)))
     commit = F.greatest(own, *after) if after else own  # greatest skips nulls
     order = F.concat(F.lpad(commit.cast("string"), 20, "0"), F.substring("order", 21, 20))
     unknown = (F.col("kind") == "event") & F.col("order").startswith(_NO_LSN)
