@@ -7,6 +7,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import struct
+import zlib
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -358,70 +361,90 @@ def test_erase_generations_live_one_alone_passes() -> None:
 
 # A key whose digits no other value of the lake spells: the record index names keys as text.
 DISTINCT = 987654321
+HFILE_DATA_BLOCK = b"DATABLK*"
 
 
 @dataclass(frozen=True)
 class IndexedLake:
-    """A MERGE_ON_READ lake whose key DISTINCT was inserted, then deleted, and erased; then
-    another run updated key 1 and inserted key 3."""
+    """A MERGE_ON_READ lake keeping history whose key DISTINCT was inserted, then deleted,
+    and erased; then another run updated key 1 and inserted key 3. Each of the table's and
+    its history's metadata tables seen before the erase, after it and after the next run:
+    (metadata partitions, whether a file holds the key)."""
 
-    key_in_metadata_before: bool
-    partitions_after_erase: str
-    key_in_metadata_after: bool
-    partitions_after_next_run: str
+    table: tuple[tuple[str, bool], ...]
+    history: tuple[tuple[str, bool], ...]
     rows_after_next_run: list[dict[str, Any]]
 
 
-def _metadata_holds(root: Path, text: str) -> bool:
-    """Whether any file of the table's metadata table holds ``text`` as stored (the record
-    index's log blocks name their keys uncompressed)."""
-    files = (root / ".hoodie" / "metadata").rglob("*")
-    return any(text.encode() in p.read_bytes() for p in files if p.is_file())
+def _hfile_blocks(data: bytes) -> Iterator[bytes]:
+    """Every HFile data block in ``data`` (a metadata table's base file, or a log file's
+    HFile blocks), gzip opened: a block is its magic, its sizes and checksum settings (33
+    bytes: the on-disk size of what follows at 8), then its gzip stream."""
+    at = data.find(HFILE_DATA_BLOCK)
+    while at >= 0:
+        (size,) = struct.unpack(">i", data[at + 8 : at + 12])
+        yield zlib.decompressobj(31).decompress(data[at + 33 : at + 33 + size])
+        at = data.find(HFILE_DATA_BLOCK, at + len(HFILE_DATA_BLOCK))
 
 
-def _metadata_partitions(root: Path) -> str:
+def _metadata(root: Path) -> tuple[str, bool]:
+    """The table's metadata partitions, and whether any file of its metadata table holds the
+    key: as stored (a log file's delete blocks) or in an HFile data block."""
     properties = (root / ".hoodie" / "hoodie.properties").read_text().splitlines()
-    return next(p for p in properties if p.startswith("hoodie.table.metadata.partitions="))
+    partitions = next(p for p in properties if p.startswith("hoodie.table.metadata.partitions="))
+    key = str(DISTINCT).encode()
+    files = [p.read_bytes() for p in (root / ".hoodie" / "metadata").rglob("*") if p.is_file()]
+    held = any(key in data or any(key in b for b in _hfile_blocks(data)) for data in files)
+    return partitions.partition("=")[2], held
 
 
 @pytest.fixture(scope="module")
 def indexed_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> IndexedLake:  # type: ignore[no-untyped-def]
-    lake = Lake(spark, tmp_path_factory.mktemp("erase-index"), table_type="MERGE_ON_READ")
-    root = Path(_hudi(lake).root)
+    lake = Lake(
+        spark,
+        tmp_path_factory.mktemp("erase-index"),
+        table_type="MERGE_ON_READ",
+        services={"history": 1},
+    )
+    roots = (Path(_hudi(lake).root), Path(_hudi(lake).history_root))
+    seen: list[tuple[tuple[str, bool], ...]] = []
     lake.write("a.json", [_change("c", 1, 10), _change("c", DISTINCT, 11)])
     lake.merge()
     lake.write("b.json", [envelope("d", lsn=20, before={"id": DISTINCT})])
     lake.merge()
-    before = _metadata_holds(root, str(DISTINCT))
+    seen.append(tuple(_metadata(root) for root in roots))
     erase_lake(spark, _hudi(lake), {"id": str(DISTINCT)})
-    erased = (_metadata_partitions(root), _metadata_holds(root, str(DISTINCT)))
+    seen.append(tuple(_metadata(root) for root in roots))
     lake.write("c.json", [_change("u", 1, 30), _change("c", 3, 31)])
     lake.merge()
-    return IndexedLake(before, *erased, _metadata_partitions(root), lake.visible())
+    seen.append(tuple(_metadata(root) for root in roots))
+    table, history = zip(*seen, strict=True)
+    return IndexedLake(table, history, lake.visible())
+
+
+INDEXED = "files,record_index"
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_erase_lake_record_index_dropped_with_the_key(indexed_lake: IndexedLake) -> None:
-    # Hudi's record index names every key it ever held until its metadata table compacts;
-    # the erase's table services run without it, and Hudi drops a partition they do not
-    # enable (HoodieTable.deleteMetadataIndexIfNecessary): no copy of the key is left there.
-    assert (
-        indexed_lake.key_in_metadata_before,
-        indexed_lake.partitions_after_erase,
-        indexed_lake.key_in_metadata_after,
-    ) == (True, "hoodie.table.metadata.partitions=files", False)
+@pytest.mark.parametrize("which", ["table", "history"])
+def test_erase_lake_record_index_dropped_with_the_key(
+    indexed_lake: IndexedLake, which: str
+) -> None:
+    # Hudi's record index names every key it ever held until its metadata table compacts
+    # and cleans; the erase's table services run without it (erase.WITHOUT_RECORD_INDEX) and
+    # Hudi drops it. The next commit builds it again, without the key.
+    seen = getattr(indexed_lake, which)
+    assert seen == ((INDEXED, True), ("files", False), (INDEXED, False))
 
 
 @pytest.mark.spark
 @pytest.mark.hudi
-def test_erase_lake_next_run_builds_the_record_index_again(indexed_lake: IndexedLake) -> None:
-    # Built from the table's files at the next commit: key 1 is found (updated, not inserted
-    # twice), and the erased key is not in it.
-    assert (
-        "record_index" in indexed_lake.partitions_after_next_run,
-        indexed_lake.rows_after_next_run,
-    ) == (
-        True,
-        [{"id": 1, "v": "secret-1-30"}, {"id": 3, "v": "secret-3-31"}],
-    )
+def test_erase_lake_next_run_with_the_index_built_again_updates_in_place(
+    indexed_lake: IndexedLake,
+) -> None:
+    # Key 1 is found by the index built again (updated, not inserted twice).
+    assert indexed_lake.rows_after_next_run == [
+        {"id": 1, "v": "secret-1-30"},
+        {"id": 3, "v": "secret-3-31"},
+    ]

@@ -91,6 +91,14 @@ class LakeErasure:
     history_files_deleted: int
 
 
+# The record index (a partition of Hudi's metadata table) names every key the table held, a
+# deleted one until the metadata table compacts and cleans. A writer that does not enable a
+# metadata partition makes Hudi 0.15 drop it (HoodieTable.deleteMetadataIndexIfNecessary), so
+# the erase's table services run without it, said here rather than left to the default; the
+# table's next merge commit builds it again from the table's files, the erased key not among them.
+WITHOUT_RECORD_INDEX = "hoodie.metadata.record.index.enable=false"
+
+
 def _clean(spark: SparkSession, fs: FileSystem, table: str, root: str) -> int:
     """Deletes every savepoint of the table at ``root``, then runs Hudi 0.15's run_clean on
     ``table`` (its catalog name: run_clean takes no path) keeping one version of each file
@@ -103,7 +111,7 @@ def _clean(spark: SparkSession, fs: FileSystem, table: str, root: str) -> int:
             procedures.delete_savepoint(name.removesuffix(".savepoint"))
     rows = spark.sql(
         f"CALL run_clean(table => '{table}', clean_policy => 'KEEP_LATEST_FILE_VERSIONS',"
-        " file_versions_retained => 1)"
+        f" file_versions_retained => 1, options => '{WITHOUT_RECORD_INDEX}')"
     ).collect()
     return sum(int(r["total_files_deleted"] or 0) for r in rows)
 
@@ -156,7 +164,7 @@ def erase_lake(spark: SparkSession, sink: HudiTable, key: Mapping[str, str]) -> 
         # Scheduled now whatever the table's trigger (every few delta commits) says.
         spark.sql(
             f"CALL run_compaction(op => 'scheduleAndExecute', path => '{sink.root}',"
-            " options => 'hoodie.compact.inline.max.delta.commits=1')"
+            f" options => 'hoodie.compact.inline.max.delta.commits=1,{WITHOUT_RECORD_INDEX}')"
         )
     deleted = _clean(spark, sink.fs, sink.table, sink.root)
     history_rows = history_deleted = 0
