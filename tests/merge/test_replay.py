@@ -12,6 +12,7 @@ from .support import compact_line, envelope, line, with_schema
 
 FOLDER = "file:///w/changes/topics/app.public.orders/partition=0"
 FIELDS = [{"field": "id", "type": "int32"}, {"field": "name", "type": "string"}]
+SPEC = TableSpec(("id",))
 
 
 def test_snapshot_before_read_in_an_earlier_file_places_it() -> None:
@@ -43,11 +44,29 @@ def test_snapshot_before_another_folder_left_out() -> None:
 def test_named_commit_line_ordered_after_the_snapshot(schema: bool) -> None:
     event = envelope("u", lsn=90, after={"id": 1, "name": "open"}, first_after_snapshot=True)
     raw = compact_line(with_schema(event, FIELDS)) if schema else line(event)
-    outcome = parse_line(named_commit(raw, 100), TableSpec(("id",)))
+    outcome = parse_line(named_commit(raw, 100, SPEC), SPEC)
     assert outcome.change is not None
     assert outcome.change.order == (100, 90)
 
 
 def test_named_commit_line_naming_a_commit_unchanged() -> None:
     raw = line(envelope("u", lsn=90, commit=80, after={"id": 1, "name": "x"}))
-    assert named_commit(raw, 100) == raw
+    assert named_commit(raw, 100, SPEC) == raw
+
+
+def test_snapshot_before_later_snapshot_read_first_in_its_own_file_left_out() -> None:
+    # Both snapshots' first reads in the line's file: the checkpoint keeps no line of them,
+    # so whether the line precedes the one at 200 is unknown; named after it, it would
+    # overwrite that snapshot's reads.
+    snapshots = [(100, f"{FOLDER}/a.json"), (200, f"{FOLDER}/a.json")]
+    assert snapshot_before(f"{FOLDER}/a.json", 150, snapshots) is None
+
+
+def test_named_commit_column_of_that_name_unchanged() -> None:
+    # A row's column named sequence, before the source block in the line: only the source's
+    # sequence names the commit.
+    row = {"id": 1, "sequence": "[null,1]"}
+    event = envelope("u", lsn=90, after=row, first_after_snapshot=True)
+    outcome = parse_line(named_commit(line(event), 100, SPEC), SPEC)
+    assert outcome.change is not None
+    assert (outcome.change.order, dict(outcome.change.row or {})) == ((100, 90), row)

@@ -44,6 +44,7 @@ from cdclake_merge.storage import folder_of, join
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from cdclake_merge.debezium import TableSpec
     from cdclake_merge.job import MergeOptions
     from cdclake_merge.sink import Sink
     from cdclake_merge.storage import FileSystem
@@ -199,23 +200,37 @@ def snapshot_before(source_file: str, lsn: int, snapshots: Sequence[tuple[int, s
     change folder, in its file or an earlier one. The replay's own folder has no stream to
     place it by; where it was first read does. None: its own LSN places it."""
     folder = folder_of(source_file)
-    before = [
-        position
+    before = sorted(
+        (position, first)
         for position, first in snapshots
         if folder_of(first) == folder and first <= source_file
-    ]
-    newest = max(before, default=None)
-    return newest if newest is not None and newest > lsn else None
+    )
+    if not before:
+        return None
+    newest, first = before[-1]
+    if first == source_file and len(before) > 1:
+        # Its file also holds that snapshot's first read, and the checkpoint keeps no line of
+        # it: the line may precede it (and follow an earlier snapshot). Named after it, it
+        # would overwrite that snapshot's reads; left at its own LSN, the worst is that it
+        # goes with the rows the snapshot's end removes.
+        return None
+    return newest if newest > lsn else None
 
 
-def named_commit(raw: str, position: int) -> str:
+def named_commit(raw: str, position: int, spec: TableSpec) -> str:
     """``raw`` with ``source.sequence[0]`` (null: no commit named) set to ``position``, as
-    the merge would place the line read in its stream; the quarantine keeps the line as read."""
-    return _UNNAMED_COMMIT.sub(lambda m: f'{m.group(1)}\\"{position}\\"', raw, count=1)
+    the merge would place the line read in its stream; the quarantine keeps the line as read.
+    ``raw`` itself when the line, so changed, would not parse as a change at ``position``."""
+    from cdclake_merge.debezium import parse_line
+
+    named = _UNNAMED_COMMIT.sub(lambda m: f'{m.group(1)}\\"{position}\\"', raw, count=1)
+    change = parse_line(named, spec).change
+    return named if change is not None and change.commit_lsn == position else raw
 
 
-# source.sequence as the JSON converter writes it: a string holding a JSON array.
-_UNNAMED_COMMIT = re.compile(r'("sequence"\s*:\s*"\[\s*)null')
+# source.sequence as the JSON converter writes it, a string holding a JSON array, in the
+# source block (one flat object: a row's column of that name is in before or after).
+_UNNAMED_COMMIT = re.compile(r'("source"\s*:\s*\{[^{}]*"sequence"\s*:\s*"\[\s*)null')
 
 
 class ReplaySink:
@@ -292,7 +307,7 @@ def replay(
             change = outcome.change
             if change is not None and change.commit_lsn == UNKNOWN_COMMIT:
                 after = snapshot_before(item.source_file, change.lsn, state.snapshots)
-                lines.append(named_commit(item.raw, after) if after else item.raw)
+                lines.append(named_commit(item.raw, after, options.spec) if after else item.raw)
             else:
                 lines.append(item.raw)
     if not readable:
