@@ -6,7 +6,9 @@ A change file named at or before its folder's ``after`` is applied whatever its 
 still among the folder's ``recent`` is compared by size and tag, and a rewrite changes both:
 the newest checkpoint's entry for it is given the rewritten file's size and tag, so it stays
 applied. That is safe because the lines removed belong to a key the table no longer holds and
-every other line was applied unchanged; nothing the table holds depended on the removed lines.
+every other line was applied unchanged; nothing the table holds depended on the removed lines
+(a snapshot's end the table keeps in its checkpoint; a replay from scratch would miss it:
+docs/reliability.md).
 The erase must not run beside a merge run of the same table (the run's commit would name a
 checkpoint written from the old tags).
 
@@ -16,7 +18,7 @@ keeping one version of each file group. That also ends time travel to older comm
 restore points a clean would otherwise keep: acceptable for an erase, whose purpose is that no
 older copy remains. The merge's savepoints (its recovery points) protect their commits' file
 versions from any clean, so they are deleted first: a restore to before the erase is no longer
-possible.
+possible. Then Hudi's metadata table goes, whose record index names the key (:func:`_clean`).
 
 The history table (part b) loses every version of the key, then is cleaned the same way; the
 quarantine's rows of the key and the replays' copies go (:func:`erase_quarantine`).
@@ -91,18 +93,15 @@ class LakeErasure:
     history_files_deleted: int
 
 
-# The record index (a partition of Hudi's metadata table) names every key the table held, a
-# deleted one until the metadata table compacts and cleans. A writer that does not enable a
-# metadata partition makes Hudi 0.15 drop it (HoodieTable.deleteMetadataIndexIfNecessary), so
-# the erase's table services run without it, said here rather than left to the default; the
-# table's next merge commit builds it again from the table's files, the erased key not among them.
-WITHOUT_RECORD_INDEX = "hoodie.metadata.record.index.enable=false"
-
-
 def _clean(spark: SparkSession, fs: FileSystem, table: str, root: str) -> int:
     """Deletes every savepoint of the table at ``root``, then runs Hudi 0.15's run_clean on
     ``table`` (its catalog name: run_clean takes no path) keeping one version of each file
-    group; returns how many files the clean deleted."""
+    group, then deletes the table's metadata table; returns how many files the clean deleted.
+
+    The metadata table's record index names every key the table held, a deleted one in its
+    log blocks until the metadata table compacts and cleans, whatever the erase's clean found
+    to do. Deleted whole, it holds no copy; the table's next commit builds it again from the
+    table's files (a listing, and a read of every key), the erased key not among them."""
     procedures = HudiProcedures(spark, root)
     # A savepoint keeps every file version of its commit from the clean: a restore point
     # before the erase would keep the key, so it goes (the table's next runs keep new ones).
@@ -111,8 +110,9 @@ def _clean(spark: SparkSession, fs: FileSystem, table: str, root: str) -> int:
             procedures.delete_savepoint(name.removesuffix(".savepoint"))
     rows = spark.sql(
         f"CALL run_clean(table => '{table}', clean_policy => 'KEEP_LATEST_FILE_VERSIONS',"
-        f" file_versions_retained => 1, options => '{WITHOUT_RECORD_INDEX}')"
+        " file_versions_retained => 1)"
     ).collect()
+    spark.sql(f"CALL delete_metadata_table(table => '{table}')").collect()
     return sum(int(r["total_files_deleted"] or 0) for r in rows)
 
 
@@ -164,7 +164,7 @@ def erase_lake(spark: SparkSession, sink: HudiTable, key: Mapping[str, str]) -> 
         # Scheduled now whatever the table's trigger (every few delta commits) says.
         spark.sql(
             f"CALL run_compaction(op => 'scheduleAndExecute', path => '{sink.root}',"
-            f" options => 'hoodie.compact.inline.max.delta.commits=1,{WITHOUT_RECORD_INDEX}')"
+            " options => 'hoodie.compact.inline.max.delta.commits=1')"
         )
     deleted = _clean(spark, sink.fs, sink.table, sink.root)
     history_rows = history_deleted = 0
