@@ -224,15 +224,13 @@ def _erase_command(lake: Lake, key: dict[str, str]) -> tuple[int, str, str]:
     return code, err.getvalue(), out.getvalue()
 
 
+def _lake_keeping_history(spark: Any, folder: Path, **options: Any) -> Lake:
+    return Lake(spark, folder, table_type="MERGE_ON_READ", services={"history": 1}, **options)
+
+
 @pytest.fixture(scope="module")
 def erased_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> ErasedLake:  # type: ignore[no-untyped-def]
-    lake = Lake(
-        spark,
-        tmp_path_factory.mktemp("erase"),
-        table_type="MERGE_ON_READ",
-        services={"history": 1},
-        max_bad_fraction=0.5,
-    )
+    lake = _lake_keeping_history(spark, tmp_path_factory.mktemp("erase"), max_bad_fraction=0.5)
     lake.write("a.json", [_change("c", 1, 10), _change("c", 2, 11)])
     lake.merge()
     lake.write(
@@ -400,12 +398,7 @@ def _metadata(root: Path) -> tuple[str, bool]:
 
 @pytest.fixture(scope="module")
 def indexed_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> IndexedLake:  # type: ignore[no-untyped-def]
-    lake = Lake(
-        spark,
-        tmp_path_factory.mktemp("erase-index"),
-        table_type="MERGE_ON_READ",
-        services={"history": 1},
-    )
+    lake = _lake_keeping_history(spark, tmp_path_factory.mktemp("erase-index"))
     roots = (Path(_hudi(lake).root), Path(_hudi(lake).history_root))
     seen: list[tuple[tuple[str, bool], ...]] = []
     lake.write("a.json", [_change("c", 1, 10), _change("c", DISTINCT, 11)])
