@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 
 from cdclake_merge.debezium import (
     SNAPSHOT_END,
+    SNAPSHOT_LAST,
     UNAVAILABLE,
     TableSpec,
     loads,
@@ -66,7 +67,7 @@ _FAST_FIELDS = (
 )
 FAST_TYPE = "struct<" + ",".join(f"`{name}`:{t}" for name, t in _FAST_FIELDS) + ">"
 # The source block's snapshot field at a table's last read (see _snapshot_end).
-_SNAPSHOT_LAST = r'"source":\{[^{}]*"snapshot":"last(_in_data_collection)?"'
+_SNAPSHOT_LAST = r'"source":\{[^{}]*"snapshot":"(' + "|".join(sorted(SNAPSHOT_LAST)) + ')"'
 # Lines skipped without parsing, with the Python parser's reasons.
 _SKIPPED = {"": "blank line", "null": "tombstone (null value)"}
 _PARSE_TYPES: dict[str, T.DataType] = {

@@ -305,7 +305,7 @@ def replay(
         else:
             readable.append(item.id)
             change = outcome.change
-            if change is not None and change.commit_lsn == UNKNOWN_COMMIT:
+            if change is not None and change.order[0] == UNKNOWN_COMMIT:
                 after = snapshot_before(item.source_file, change.lsn, state.snapshots)
                 lines.append(named_commit(item.raw, after, options.spec) if after else item.raw)
             else:
