@@ -13,6 +13,7 @@ from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     World,
     create_objective_job,
+    create_sized_job,
     job_name,
     put_change_bytes,
     put_change_file,
@@ -89,6 +90,19 @@ def test_dispatch_objective_bytes_at_the_cap_start_at_once(world: World) -> None
     decided = _turn(world, oldest + 1, SIXTY)[SIXTY]
     assert decided.start is True
     assert decided.reason == "1 change files wait; 1000 bytes reach the run's cap"
+
+
+def test_dispatch_objective_none_bytes_at_the_cap_start_saying_only_what_waits(
+    world: World,
+) -> None:
+    # Without an objective a table starts whenever work waits: the cap is no reason to give.
+    create_sized_job(
+        world, SIXTY, min_workers=2, max_workers=4, bytes_per_executor=1000, max_bytes_per_run=1000
+    )
+    oldest = written_at(world, put_change_bytes(world, SIXTY, 0, 1000))
+    decided = _turn(world, oldest + 1, SIXTY)[SIXTY]
+    assert decided.start is True
+    assert decided.reason == "1 change files wait"
 
 
 def test_dispatch_objective_bytes_below_the_cap_wait(world: World) -> None:
