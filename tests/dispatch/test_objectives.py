@@ -12,9 +12,11 @@ from cdclake_merge.dispatch import Decision, dispatch, target_from_job
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     World,
+    commit_everything_listed,
     create_objective_job,
     create_sized_job,
     job_name,
+    mark_catalog_unsynced,
     put_change_bytes,
     put_change_file,
     written_at,
@@ -103,6 +105,19 @@ def test_dispatch_objective_none_bytes_at_the_cap_start_saying_only_what_waits(
     decided = _turn(world, oldest + 1, SIXTY)[SIXTY]
     assert decided.start is True
     assert decided.reason == "1 change files wait"
+
+
+def test_dispatch_objective_commit_missing_from_catalog_starts_saying_only_that(
+    world: World,
+) -> None:
+    # No file waits, so the objective has nothing to be due by: the registration goes now.
+    create_objective_job(world, SIXTY, 60)
+    written = written_at(world, put_change_file(world, SIXTY, 0))
+    commit_everything_listed(world, SIXTY, version=1)
+    mark_catalog_unsynced(world, SIXTY, version=1)
+    decided = _turn(world, written + 1, SIXTY)[SIXTY]
+    assert decided.start is True
+    assert decided.reason == "the last commit is not registered in the catalog yet"
 
 
 def test_dispatch_objective_bytes_below_the_cap_wait(world: World) -> None:
