@@ -71,6 +71,7 @@ def local_targets(config: EnvironmentConfig) -> list[Target]:
                 place.warehouse,
                 place.changes,
                 schema_changes=table.schema_changes,
+                history=table.history,
                 signals=True,  # the local stack's database: its rebuild runs signal themselves
             )
         )

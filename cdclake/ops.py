@@ -39,6 +39,7 @@ class LakePlace:
     job_name: str | None = None  # the Glue job (AWS only)
     # What config's expected_rows sizes the record index for (None: not from config).
     record_index_file_groups: int | None = None
+    history: bool = False  # config's history: its rebuild is refused (not carried yet)
 
     @property
     def local(self) -> bool:
@@ -68,6 +69,7 @@ def _spec(table: TableConfig) -> dict[str, Any]:
         "column_types": dict(table.column_types),
         "exclude": tuple(table.exclude_columns),
         "record_index_file_groups": table.record_index_file_groups,
+        "history": table.history,
     }
 
 

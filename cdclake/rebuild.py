@@ -253,7 +253,7 @@ def rebuild(
     place, glue = resolve(env, table, config_dir=config_dir)
     config = load_config(env, config_dir=config_dir)
     fs = AnyFileSystem()
-    if config.lake_table(place.source_table).history:
+    if place.history:
         fail(HISTORY_REFUSED.format(table=place.lake_table), 2)
     before = read_generations(fs, sidecar_of(place))
     if not (before.snapshot_id and before.signal_sent) and env != "local" and dsn is None:

@@ -167,15 +167,19 @@ def table_status(
     change = rebuild_change(str((row["last_run"] or {}).get("detail", "")))
     # A rebuild in progress is what the failed run asked for: the row says how far it is.
     if change is not None and row["rebuilding"] is None:
-        warnings.append(
-            f"needs rebuild: {change} (its last run failed): run {rebuild_command(place)}"
-        )
+        warnings.append(f"needs rebuild: {change} (its last run failed): {rebuild_remedy(place)}")
     row["errors"], row["warnings"] = errors, warnings
     return row
 
 
-def rebuild_command(place: LakePlace) -> str:
-    return f"cdclake rebuild --env {place.env} --table {place.source_table}"
+def rebuild_remedy(place: LakePlace) -> str:
+    """What takes a change the table needs a rebuild for: the command, or for a table that
+    keeps its history (which the command refuses) where the docs say what to do."""
+    from cdclake_merge.failures import HISTORY_NOT_REBUILT
+
+    if place.history:
+        return HISTORY_NOT_REBUILT
+    return f"run cdclake rebuild --env {place.env} --table {place.source_table}"
 
 
 def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
@@ -190,7 +194,7 @@ def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
         return []
     return [
         f"needs rebuild: {'; '.join(reasons)} (config differs from the stored table; its merge "
-        f"runs are refused): run {rebuild_command(place)}"
+        f"runs are refused): {rebuild_remedy(place)}"
     ]
 
 

@@ -552,13 +552,18 @@ def needs_rebuild_line(stored: str, incoming: str) -> str:
     return f"RunFailed: cdclake merge failed: {refused.value}"
 
 
-def failed_on_type_change(world: World, policy: str | None, *, signals: bool = False) -> float:
+def failed_on_type_change(
+    world: World, policy: str | None, *, signals: bool = False, history: bool = False
+) -> float:
     """A change file, then a run that failed on ``amount`` decimal(10,2) -> decimal(14,4)
     under the table's ``policy`` (None: the job says none, as the default omits it); its end.
-    ``signals``: the job names the function its rebuild runs signal through, as the stack's."""
+    ``signals``: the job names the function its rebuild runs signal through, as the stack's;
+    ``history``: the table keeps its history (the job's ``--history 1``)."""
     arguments = {} if policy is None else {"--dispatch_schema_changes": policy}
     if signals:
         arguments["--signal_function"] = SIGNAL_FUNCTION
+    if history:
+        arguments["--history"] = "1"
     _define_job(world, ORDERS, arguments)
     put_change_file(world, ORDERS, 0)
     started = time.time()
@@ -581,8 +586,9 @@ def orders_turn(world: World) -> Decision:
     return decision
 
 
-def orders_status(world: World) -> dict[str, Any]:
-    """``cdclake status``'s row of public.orders, read from this world's Glue and S3."""
+def orders_status(world: World, *, history: bool = False) -> dict[str, Any]:
+    """``cdclake status``'s row of public.orders, read from this world's Glue and S3
+    (``history``: config says the table keeps its history)."""
     from cdclake.ops import LakePlace
     from cdclake.status import table_status
 
@@ -595,6 +601,7 @@ def orders_status(world: World) -> dict[str, Any]:
         quarantine_root=f"{WAREHOUSE}_quarantine/",
         key=("id",),
         job_name=job_name(ORDERS),
+        history=history,
     )
     return table_status(
         place,

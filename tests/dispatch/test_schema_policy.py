@@ -95,6 +95,23 @@ def test_dispatch_needs_rebuild_job_that_signals_starts_a_rebuild_run(world: Wor
     assert run["Arguments"]["--mode"] == "rebuild"
 
 
+@pytest.mark.parametrize("policy", ["stop", None])
+def test_dispatch_needs_rebuild_history_table_parks_starting_no_rebuild_run(
+    world: World, policy: str | None
+) -> None:
+    # Its rebuild is refused (cdclake_merge.rebuild.HISTORY_REFUSED): a rebuild run would fail
+    # each turn, billed, and the merge runs between would fail on the change again.
+    ended = failed_on_type_change(world, policy, signals=True, history=True)
+    decision = orders_turn(world)
+    assert (decision.start, decision.reason) == (
+        False,
+        f"parked: needs rebuild: amount decimal(10,2) -> decimal(14,4) at {when(ended)}; the "
+        "table keeps its history (history: true), which a rebuild does not carry yet (issue "
+        '#51): see docs/merge-job.md "Schema changes"; resume with cdclake dispatch --env dev '
+        "--resume public.orders",
+    )
+
+
 def test_dispatch_needs_rebuild_job_that_signals_with_stop_parks(world: World) -> None:
     failed_on_type_change(world, "stop", signals=True)
     decision = orders_turn(world)
@@ -145,6 +162,21 @@ def test_target_from_job_schema_policy_from_config_reaches_the_dispatcher(world:
     assert target_from_job(world.glue, create_job(world, ORDERS)).schema_changes == "stop"
 
 
+def test_target_from_job_history_from_config_reaches_the_dispatcher(world: World) -> None:
+    from environment.config import load_config
+
+    config = load_config("dev")
+    kept = config.lake_table(ORDERS).model_copy(update={"history": True})
+    arguments = {f"--{k}": str(v) for k, v in config.lake.services_of(kept).items()}
+    _define_job(world, ORDERS, arguments)
+    assert target_from_job(world.glue, create_job(world, ORDERS)).history is True
+
+
+def test_target_from_job_without_history_argument_keeps_none(world: World) -> None:
+    failed_on_type_change(world, None, signals=True)
+    assert target_from_job(world.glue, create_job(world, ORDERS)).history is False
+
+
 def test_failures_of_config_the_stored_table_lacks_needs_rebuild_naming_it() -> None:
     from cdclake_merge.layout import LayoutNeedsRebuild
 
@@ -165,4 +197,17 @@ def test_table_status_last_run_needing_rebuild_warns_naming_change_and_command(
     assert row["warnings"] == [
         "needs rebuild: amount decimal(10,2) -> decimal(14,4) (its last run failed): "
         "run cdclake rebuild --env dev --table public.orders"
+    ]
+
+
+def test_table_status_history_table_needing_rebuild_warns_pointing_at_the_docs(
+    world: World,
+) -> None:
+    # Not the rebuild command, which refuses a table that keeps its history.
+    failed_on_type_change(world, None, history=True)
+    row = orders_status(world, history=True)
+    assert row["warnings"] == [
+        "needs rebuild: amount decimal(10,2) -> decimal(14,4) (its last run failed): the table "
+        "keeps its history (history: true), which a rebuild does not carry yet (issue #51): "
+        'see docs/merge-job.md "Schema changes"'
     ]

@@ -159,6 +159,9 @@ class Target:
     # Its rebuild runs can signal the snapshot themselves (the job's --signal_function; the
     # local stack's database): the dispatcher begins a rebuild the table needs.
     signals: bool = False
+    # It keeps its history (the job's --history 1): its rebuild is refused, so a type change
+    # that needs one parks it instead of starting runs that would fail.
+    history: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,11 +280,13 @@ def target_from_job(glue: Any, job: str) -> Target:
         defined_at=epoch(definition.get("LastModifiedOn")),
         schema_changes=str(arguments.get(SCHEMA_CHANGES_ARGUMENT, "rebuild")),
         signals=bool(arguments.get("--signal_function")),
+        history=arguments.get(HISTORY_ARGUMENT, "0") not in ("", "0"),
     )
 
 
 # The table's schema_changes policy, set on its job only when it is not the default (rebuild).
 SCHEMA_CHANGES_ARGUMENT = "--dispatch_schema_changes"
+HISTORY_ARGUMENT = "--history"  # 1 where the table keeps its history (LakeConfig.services_of)
 SIZING_ARGUMENTS = ("--dispatch_min_workers", "--dispatch_bytes_per_executor")
 # The byte cap, on MERGE_ON_READ jobs the compaction's budget and rate, and the objective's
 # figures (a job defined before objectives has none).
@@ -500,6 +505,7 @@ def decide(
             resume_command=f"cdclake dispatch --env {environment} --resume {s.target.table}",
             schema_changes=s.target.schema_changes,
             rebuild_command=f"cdclake rebuild --env {environment} --table {s.target.table}",
+            keeps_history=s.target.history,
         )
         if reason is not None and (change := _rebuild_to_begin(s)) is not None:
             begun[s.target.table], reason = f"needs rebuild: {change}", None
@@ -594,7 +600,7 @@ def _rebuild_to_begin(survey: Survey) -> str | None:
     failures, target = survey.failures, survey.target
     if failures is None or failures.kind != NEEDS_REBUILD or survey.generations.building:
         return None
-    if target.schema_changes != "rebuild" or not target.signals:
+    if target.schema_changes != "rebuild" or not target.signals or target.history:
         return None
     return rebuild_change(failures.newest.error) or failures.newest.error
 

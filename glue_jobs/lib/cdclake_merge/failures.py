@@ -37,6 +37,12 @@ BACKOFF_CAP_SECONDS = 6 * 3600
 # ErrorMessage, "RunFailed: cdclake merge failed: …") carries the message of cdclake_merge.job's
 # TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
 # own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
+# What a table that keeps its history needs instead of ``cdclake rebuild`` (which refuses it:
+# cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
+HISTORY_NOT_REBUILT = (
+    "the table keeps its history (history: true), which a rebuild does not carry yet "
+    '(issue #51): see docs/merge-job.md "Schema changes"'
+)
 NEEDS_REBUILD = "NeedsRebuild"
 # cdclake_merge.schema.NeedsRebuild's line: a stored column's type change the table takes only
 # when rebuilt. Types are Spark's names, without spaces (decimal(14,4)).
@@ -224,12 +230,15 @@ def held(
     resume_command: str,
     schema_changes: str = "rebuild",
     rebuild_command: str = "cdclake rebuild",
+    keeps_history: bool = False,
 ) -> str | None:
     """Why a failing table does not start this turn (parked, backing off, needing a rebuild),
     or None: it may. ``files``: what waits; ``defined_at``: when its job definition last
     changed; ``resumed``: when an operator last resumed it; ``resume_command``: named when
     parked; ``schema_changes``: the table's policy (``rebuild`` or ``stop``) for a type change
-    it needs a rebuild to take, and ``rebuild_command`` the command that rebuilds it."""
+    it needs a rebuild to take, and ``rebuild_command`` the command that rebuilds it;
+    ``keeps_history``: the table keeps its history, which a rebuild refuses (parked whatever
+    the policy: a rebuild run started for it would fail the same way, and each is billed)."""
     if failures is None:
         return None
     if failures.kind is not None:
@@ -243,6 +252,11 @@ def held(
         at = when(failures.at)
         if change is None:
             return f"parked: {failures.kind} at {at}; resume with {resume_command}"
+        if keeps_history:
+            return (
+                f"parked: needs rebuild: {change} at {at}; {HISTORY_NOT_REBUILT}; "
+                f"resume with {resume_command}"
+            )
         if schema_changes == "stop":
             return (
                 f"parked: needs rebuild: {change} at {at} (schema_changes: stop); rebuild with "
