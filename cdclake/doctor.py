@@ -522,11 +522,12 @@ def check_stored_tables(config: EnvironmentConfig, session: boto3.Session) -> Ch
         _, live = live_generation(fs, place.warehouse, place.lake_table)
         timeline = TablePaths.of(place.warehouse, live).timeline
         for warning in layout_warnings(fs, place, timeline):
-            follows = (
-                "after the deploy the dispatcher begins it (schema_changes: rebuild)"
-                if table.schema_changes == "rebuild"
-                else "after the deploy its runs park (schema_changes: stop)"
-            )
+            if table.history:  # its rebuild is refused (issue #51)
+                follows = "after the deploy its runs park (history: true)"
+            elif table.schema_changes == "rebuild":
+                follows = "after the deploy the dispatcher begins it (schema_changes: rebuild)"
+            else:
+                follows = "after the deploy its runs park (schema_changes: stop)"
             changed.append(f"{table.name}: {warning}; {follows}")
     if changed:
         return Check("stored tables", "warn", "; ".join(changed))
