@@ -87,6 +87,15 @@ def test_failures_of_bad_fraction_gate_is_deterministic() -> None:
     assert failures is not None and failures.kind == "TooManyBadRecords"
 
 
+def test_failures_of_rebuild_refusing_history_table_is_deterministic() -> None:
+    # A retry would be refused the same way (history switched on during a rebuild).
+    from cdclake_merge.rebuild import HISTORY_REFUSED
+
+    line = f"RunFailed: cdclake merge failed: {HISTORY_REFUSED.format(table='db.t')}"
+    failures = failures_of([_failed(line)])
+    assert failures is not None and failures.kind == "HistoryRefused"
+
+
 def test_failures_of_type_that_cannot_widen_is_deterministic() -> None:
     with pytest.raises(SchemaChangeError) as refused:
         widen("public.orders", "amount", "int", "string")

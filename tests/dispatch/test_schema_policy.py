@@ -16,7 +16,9 @@ from cdclake_merge.schema import NeedsRebuild, unify
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
     AGE_STEP_SECONDS,
+    BAD_FRACTION_ERROR,
     ORDERS,
+    SIGNAL_FUNCTION,
     World,
     _define_job,
     create_job,
@@ -110,6 +112,23 @@ def test_dispatch_needs_rebuild_history_table_parks_starting_no_rebuild_run(
         '#51): see docs/merge-job.md "Schema changes"; resume with cdclake dispatch --env dev '
         "--resume public.orders",
     )
+
+
+@pytest.mark.parametrize(
+    ("error", "held"),
+    [("timeout", "backoff: 1 failures"), (BAD_FRACTION_ERROR, "parked: TooManyBadRecords")],
+)
+def test_dispatch_job_that_signals_other_failure_starts_no_rebuild_run(
+    world: World, error: str, held: str
+) -> None:
+    # Only a failure that needs a rebuild begins one; any other holds the table as it did.
+    _define_job(world, ORDERS, {"--signal_function": SIGNAL_FUNCTION})
+    put_change_file(world, ORDERS, 0)
+    started = time.time()
+    end_run(world, ORDERS, "FAILED", started=started, ended=started + 0.001, error=error)
+    decision = orders_turn(world)
+    assert (decision.start, decision.mode) == (False, "merge")
+    assert decision.reason.startswith(held), decision.reason
 
 
 def test_dispatch_needs_rebuild_job_that_signals_with_stop_parks(world: World) -> None:

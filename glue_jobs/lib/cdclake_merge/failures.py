@@ -37,12 +37,6 @@ BACKOFF_CAP_SECONDS = 6 * 3600
 # ErrorMessage, "RunFailed: cdclake merge failed: …") carries the message of cdclake_merge.job's
 # TooManyBadRecords and key check, cdclake_merge.schema's SchemaChangeError, and the entry's
 # own refusal of an argument. Anything else (TIMEOUT, throttling, lost executors) is retried.
-# What a table that keeps its history needs instead of ``cdclake rebuild`` (which refuses it:
-# cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
-HISTORY_NOT_REBUILT = (
-    "the table keeps its history (history: true), which a rebuild does not carry yet "
-    '(issue #51): see docs/merge-job.md "Schema changes"'
-)
 NEEDS_REBUILD = "NeedsRebuild"
 # cdclake_merge.schema.NeedsRebuild's line: a stored column's type change the table takes only
 # when rebuilt. Types are Spark's names, without spaces (decimal(14,4)).
@@ -66,6 +60,15 @@ DETERMINISTIC = (
     ("SchemaChangeRejected", re.compile(r"key column\(s\) .+ not in the data")),
     ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
     ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE or MERGE_ON_READ")),
+    # cdclake_merge.rebuild.HISTORY_REFUSED: a rebuild run of a table that keeps its history
+    # (history switched on while a rebuild was in progress); each retry would be refused too.
+    ("HistoryRefused", re.compile(r"keeps its history \(history: true\): a rebuild would")),
+)
+# What a table that keeps its history needs instead of ``cdclake rebuild`` (which refuses it:
+# cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
+HISTORY_NOT_REBUILT = (
+    "the table keeps its history (history: true), which a rebuild does not carry yet "
+    '(issue #51): see docs/merge-job.md "Schema changes"'
 )
 # In the table's sidecar (the merge's state, which the dispatcher already reads): when an
 # operator last resumed the table, and, on the local stack, its recent runs.
