@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from cdclake_merge.dispatch import Decision, dispatch, target_from_job
 from cdclake_merge.storage import S3FileSystem
 from tests.dispatch.dispatch_helpers import (
@@ -86,25 +88,28 @@ def test_dispatch_objective_sixty_minute_table_starts_at_59_minutes(world: World
     assert decided.start is True and "(objective 60 min)" in decided.reason
 
 
-def test_dispatch_objective_bytes_at_the_cap_start_at_once(world: World) -> None:
-    create_objective_job(world, SIXTY, 60, max_bytes_per_run=1000)
-    oldest = written_at(world, put_change_bytes(world, SIXTY, 0, 1000))
-    decided = _turn(world, oldest + 1, SIXTY)[SIXTY]
-    assert decided.start is True
-    assert decided.reason == "1 change files wait; 1000 bytes reach the run's cap"
-
-
-def test_dispatch_objective_none_bytes_at_the_cap_start_saying_only_what_waits(
-    world: World,
+@pytest.mark.parametrize(
+    ("objective", "reason"),
+    [(True, "1 change files wait; 1000 bytes reach the run's cap"), (False, "1 change files wait")],
+)
+def test_dispatch_bytes_at_the_cap_start_at_once_the_cap_named_against_an_objective(
+    world: World, objective: bool, reason: str
 ) -> None:
     # Without an objective a table starts whenever work waits: the cap is no reason to give.
-    create_sized_job(
-        world, SIXTY, min_workers=2, max_workers=4, bytes_per_executor=1000, max_bytes_per_run=1000
-    )
+    if objective:
+        create_objective_job(world, SIXTY, 60, max_bytes_per_run=1000)
+    else:
+        create_sized_job(
+            world,
+            SIXTY,
+            min_workers=2,
+            max_workers=4,
+            bytes_per_executor=1000,
+            max_bytes_per_run=1000,
+        )
     oldest = written_at(world, put_change_bytes(world, SIXTY, 0, 1000))
     decided = _turn(world, oldest + 1, SIXTY)[SIXTY]
-    assert decided.start is True
-    assert decided.reason == "1 change files wait"
+    assert (decided.start, decided.reason) == (True, reason)
 
 
 def test_dispatch_objective_commit_missing_from_catalog_starts_saying_only_that(
