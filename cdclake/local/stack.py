@@ -68,6 +68,9 @@ from lambdas.bootstrap.sql import (
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".local-stack"
 PROCESS_ORDER = ("moto", "postgres", "metastore", "kafka", "connect")
+# A joining table's capture restart: attempts, and seconds each waits for a new slot reader.
+CAPTURE_RESTARTS = 3
+CAPTURE_RESTART_WAIT = 60.0
 
 
 @dataclass
@@ -396,16 +399,7 @@ class LocalStack:
         if connect_running and any(t in lake for t in joining):
             # With the worker down there is no old task: the next `up` starts one, which loads
             # the schemas and then reads the signal.
-            ConnectClient(self.endpoints(state).connect_url).restart(
-                connector_name(self.config, "debezium-source")
-            )
-            with self.connect(state) as conn:
-                stale = await_new_slot_holders(conn, holders, timeout=120)
-            if stale:
-                raise StackError(
-                    f"slot {', '.join(stale)} not taken by a restarted task within 120s: "
-                    "nothing joined the publication; run reconcile again"
-                )
+            self._restart_capture(state, holders)
             self.wait_running(state, timeout=120)
         result = self._bootstrap(state, joinable=joining)
         joined = sorted(t for t in result.joined_tables if t in lake)
@@ -414,6 +408,28 @@ class LocalStack:
             with self.connect(state) as conn:
                 signal_id = signal_incremental_snapshot(conn, replication.signal_table, joined)
         return ReconcileResult(bootstrap=result, joined=joined, signal_id=signal_id)
+
+    def _restart_capture(self, state: State, holders: dict[str, int | None]) -> None:
+        """Restart the capture connector until a task started after it reads the slot.
+
+        A restart can leave the old reader in place (seen once in CI under load: no new reader
+        in 120 s, the cause lost with the stack's logs), so it is asked again before the
+        tables are left out; the error names the connector's state for the next reader.
+        """
+        client = ConnectClient(self.endpoints(state).connect_url)
+        name = connector_name(self.config, "debezium-source")
+        stale: list[str] = []
+        for _ in range(CAPTURE_RESTARTS):
+            client.restart(name)
+            with self.connect(state) as conn:
+                stale = await_new_slot_holders(conn, holders, timeout=CAPTURE_RESTART_WAIT)
+            if not stale:
+                return
+        raise StackError(
+            f"slot {', '.join(stale)} not taken by a restarted task after {CAPTURE_RESTARTS} "
+            f"restarts {CAPTURE_RESTART_WAIT:.0f}s apart ({_task_states(client.status(name))}): "
+            "nothing joined the publication; run reconcile again"
+        )
 
     # -- crash -------------------------------------------------------------------------
 
@@ -466,3 +482,14 @@ def _safe(check: Callable[[], bool]) -> bool:
         raise
     except Exception:
         return False
+
+
+def _task_states(status: dict[str, Any]) -> str:
+    """``connector RUNNING, task 0 FAILED: <first trace line>`` from a connector's status."""
+    parts = [f"connector {status.get('connector', {}).get('state', 'missing')}"]
+    for task in status.get("tasks", []):
+        trace = str(task.get("trace") or "").strip().splitlines()
+        parts.append(
+            f"task {task.get('id')} {task.get('state')}" + (f": {trace[0]}" if trace else "")
+        )
+    return ", ".join(parts)

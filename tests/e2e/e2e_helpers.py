@@ -176,13 +176,16 @@ def with_offsets_lost(stack: LocalStack, meanwhile: Callable[[], None]) -> None:
     while ConnectClient(url).status(name).get("connector", {}).get("state") != "STOPPED":
         assert time.monotonic() < deadline, f"{name} not STOPPED after 120 s"
         time.sleep(1)
-    meanwhile()
     slot = stack.config.database.replication.slot
     with stack.connect() as conn:
+        # STOPPED is the connector's state, set before its task has stopped streaming (seen:
+        # half a second later, with the deletes read): only the slot's walsender ending says
+        # nothing reads the changes made from here on.
         active = "SELECT active FROM pg_replication_slots WHERE slot_name = :slot"
-        while conn.run(active, slot=slot) != [[False]]:  # its walsender ends after the task
+        while conn.run(active, slot=slot) != [[False]]:
             assert time.monotonic() < deadline, f"slot {slot} still active after 120 s"
             time.sleep(1)
+        meanwhile()
         conn.run("SELECT pg_replication_slot_advance(:slot, pg_current_wal_lsn())", slot=slot)
     requests.delete(f"{url}/connectors/{name}/offsets", timeout=60).raise_for_status()
     requests.put(f"{url}/connectors/{name}/resume", timeout=60).raise_for_status()
