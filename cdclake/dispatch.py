@@ -87,7 +87,7 @@ def merge_locally(
     entry prints, so a failure parks or backs off as on AWS."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path, local_place
-    from cdclake.rebuild import lake_signal, local_generation_sink
+    from cdclake.rebuild import config_generation_sink, lake_signal
     from cdclake_merge.dispatch import one_line
     from cdclake_merge.failures import Run, record_local_run
     from cdclake_merge.generations import notifications_beside
@@ -110,7 +110,7 @@ def merge_locally(
         started = time.time()
         table = config.lake_table(decision.table)
         fs_any = AnyFileSystem()
-        sink = local_generation_sink(config, place, factory, fs_any)
+        sink = config_generation_sink(config, place, factory, fs_any)
         notifications = notifications_beside(place.changes, place.source_table)
         keep = table.drop_columns == "keep"
         try:

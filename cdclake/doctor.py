@@ -504,8 +504,9 @@ def check_stored_tables(config: EnvironmentConfig, session: boto3.Session) -> Ch
     size: what Hudi fixes at the first write) against this config: a change only a rebuild
     takes, named with what follows the deploy. ``cdk synth`` never reads the stored table."""
     from cdclake.ops import aws_place
-    from cdclake.status import layout_warnings
+    from cdclake.status import layout_reasons, layout_warnings
     from cdclake_merge.generations import live_generation
+    from cdclake_merge.layout import copy_takes
     from cdclake_merge.pending import TablePaths
     from cdclake_merge.storage import S3FileSystem
 
@@ -521,8 +522,9 @@ def check_stored_tables(config: EnvironmentConfig, session: boto3.Session) -> Ch
         read += 1
         _, live = live_generation(fs, place.warehouse, place.lake_table)
         timeline = TablePaths.of(place.warehouse, live).timeline
+        copied = copy_takes(layout_reasons(fs, place, timeline))
         for warning in layout_warnings(fs, place, timeline):
-            if table.history:  # its rebuild is refused (issue #51)
+            if table.history and not copied:  # only a change of its layout is rebuilt (#51)
                 follows = "after the deploy its runs park (history: true)"
             elif table.schema_changes == "rebuild":
                 follows = "after the deploy the dispatcher begins it (schema_changes: rebuild)"

@@ -117,14 +117,14 @@ def erase_locally(
     end in one line."""
     from cdclake.lake_reader import local_spark
     from cdclake.ops import AnyFileSystem, local_path
-    from cdclake.rebuild import local_generation_sink
+    from cdclake.rebuild import config_generation_sink
     from cdclake_merge.erase import KeyStillPresent, erase_key, refuse_unreachable_generations
     from cdclake_merge.hudi import CatalogSyncError
     from cdclake_merge.rebuild import follow_live
 
     factory = spark_factory or local_spark(local_path(place.warehouse))
     fs = AnyFileSystem()
-    generation_sink = local_generation_sink(config, place, factory, fs)
+    generation_sink = config_generation_sink(config, place, factory, fs)
     try:
         state = follow_live(factory, generation_sink)
         refuse_unreachable_generations(state, place.source_table)

@@ -39,7 +39,7 @@ class LakePlace:
     job_name: str | None = None  # the Glue job (AWS only)
     # What config's expected_rows sizes the record index for (None: not from config).
     record_index_file_groups: int | None = None
-    history: bool = False  # config's history: its rebuild is refused (not carried yet)
+    history: bool = False  # config's history: rebuilt as a copy, for a layout change only
 
     @property
     def local(self) -> bool:

@@ -12,6 +12,8 @@ needs a database client, then has the rebuild's runs made:
    written before the listing would be skipped as already listed, and its row lost. A rebuild
    already signalled is continued, not signalled again (the snapshot Debezium started goes on
    across connector restarts);
+   A table that keeps its history is begun as a copy of the live generation instead
+   (:func:`begin_copy`: no snapshot, no signal, no database), for a change of its layout;
 3. locally: rebuild runs in this process until the generation is caught up and swapped in,
    then one JSON line (generation, rows, seconds); on AWS: a run of the table's Glue job with
    ``--mode rebuild``; the dispatcher starts the next ones while the state object says
@@ -58,6 +60,25 @@ def begin_and_signal(fs: Any, place: LakePlace, signal: Callable[[str], None]) -
     return begin_signalled(fs, sidecar_of(place), place.changes, signal)
 
 
+def begin_copy(
+    config: EnvironmentConfig, place: LakePlace, fs: Any, before: Generations
+) -> Generations:
+    """A table that keeps its history: its rebuild by copy in progress, begun here if none is
+    and the change is one a copy takes (else a one-line refusal, exit 2). Reads the live
+    generation's files only; no database, no Spark."""
+    from cdclake_merge.generations import begin_rebuild
+    from cdclake_merge.rebuild import history_refusal
+
+    def no_spark() -> Any:
+        raise RuntimeError("the check before a rebuild by copy reads no rows")
+
+    live = config_generation_sink(config, place, no_spark, fs)(before.live, False)
+    refused = history_refusal(live, before)
+    if refused is not None:
+        fail(refused, 2)
+    return begin_rebuild(fs, sidecar_of(place), place.changes, copy=True)
+
+
 def lake_signal(
     config: EnvironmentConfig, table: str, *, dsn: str | None, secret_id: str | None, no_ssl: bool
 ) -> Callable[[str], None]:
@@ -82,11 +103,12 @@ def lake_signal(
 # --- local: this process ---------------------------------------------------------------------
 
 
-def local_generation_sink(
+def config_generation_sink(
     config: EnvironmentConfig, place: LakePlace, factory: Callable[[], Any], fs: Any
 ) -> Callable[[int, bool], Any]:
-    """The local table's sink of a generation (``catalog``: whether its commits sync the
-    catalog), with config's spec and services, as ``cdclake merge --env local`` opens it."""
+    """The table's sink of a generation (``catalog``: whether its commits sync the catalog),
+    with config's spec and services, as ``cdclake merge --env local`` opens it; on AWS, for
+    what reads its files without Spark (the check before a rebuild by copy)."""
     from cdclake_merge.sink import open_sink
 
     services = config.lake.services_of(config.lake_table(place.source_table))
@@ -126,7 +148,7 @@ def rebuild_locally(
     factory = spark_factory or local_spark(local_path(place.warehouse))
     table = config.lake_table(place.source_table)
     fs = AnyFileSystem()
-    generation_sink = local_generation_sink(config, place, factory, fs)
+    generation_sink = config_generation_sink(config, place, factory, fs)
     started = time.monotonic()
     notifications = notifications_beside(place.changes, place.source_table)
     while True:
@@ -242,36 +264,36 @@ def rebuild(
     """Rebuild a table beside the live one from a fresh incremental snapshot, then swap it in.
 
     Locally the rebuild runs here to the end; on AWS its runs are the table's Glue job's
-    (``--mode rebuild``). A rebuild in progress is continued, never signalled twice.
+    (``--mode rebuild``). A rebuild in progress is continued, never signalled twice. A table
+    that keeps its history is rebuilt as a copy of the live one instead (no snapshot), for a
+    change of its table type, partitioning or record index size.
     """
     from cdclake.ops import AnyFileSystem
     from cdclake.quarantine import resolve, start_mode_run
     from cdclake_merge.generations import read_generations
-    from cdclake_merge.rebuild import HISTORY_REFUSED
     from environment.config import load_config
 
     place, glue = resolve(env, table, config_dir=config_dir)
     config = load_config(env, config_dir=config_dir)
     fs = AnyFileSystem()
-    if place.history:
-        fail(HISTORY_REFUSED.format(table=place.lake_table), 2)
     before = read_generations(fs, sidecar_of(place))
-    if not (before.snapshot_id and before.signal_sent) and env != "local" and dsn is None:
-        fail(
-            f"--env {env}: the rebuild's snapshot signal needs the database: give --dsn "
-            "(an SSM port forward, docs/database.md)",
-            2,
-        )
-    signal = lake_signal(config, table, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl)
-    with database_errors():
-        state = begin_and_signal(fs, place, signal)
+    if place.history:
+        state = begin_copy(config, place, fs, before)
+    else:
+        if not (before.snapshot_id and before.signal_sent) and env != "local" and dsn is None:
+            fail(
+                f"--env {env}: the rebuild's snapshot signal needs the database: give --dsn "
+                "(an SSM port forward, docs/database.md)",
+                2,
+            )
+        signal = lake_signal(config, table, dsn=dsn, secret_id=secret_id, no_ssl=no_ssl)
+        with database_errors():
+            state = begin_and_signal(fs, place, signal)
     generation = state.building
     assert generation is not None  # begin_rebuild returns a rebuild in progress
     how = "continued" if before.building is not None else "begun"
-    console.print(
-        f"{table}: rebuild of generation {generation} {how} (snapshot {state.snapshot_id})",
-        highlight=False,
-    )
+    source = f"a copy of generation {state.live}" if state.copy else f"snapshot {state.snapshot_id}"
+    console.print(f"{table}: rebuild of generation {generation} {how} ({source})", highlight=False)
     if place.local:
         _rebuild_here(config, place, timeout)
         return

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from cdclake.errors import error_line
 from cdclake.ops import AnyFileSystem, LakePlace, aws_place, local_place
-from cdclake_merge.failures import rebuild_change
+from cdclake_merge.failures import rebuild_change, rebuilt_as_copy
 from cdclake_merge.generations import live_generation, rebuilding
 from cdclake_merge.pending import pending_files
 from cdclake_merge.recovery import instant_time
@@ -167,34 +167,47 @@ def table_status(
     change = rebuild_change(str((row["last_run"] or {}).get("detail", "")))
     # A rebuild in progress is what the failed run asked for: the row says how far it is.
     if change is not None and row["rebuilding"] is None:
-        warnings.append(f"needs rebuild: {change} (its last run failed): {rebuild_remedy(place)}")
+        copied = rebuilt_as_copy(str((row["last_run"] or {}).get("detail", "")))
+        warnings.append(
+            f"needs rebuild: {change} (its last run failed): {rebuild_remedy(place, copied)}"
+        )
     row["errors"], row["warnings"] = errors, warnings
     return row
 
 
-def rebuild_remedy(place: LakePlace) -> str:
+def rebuild_remedy(place: LakePlace, copied: bool) -> str:
     """What takes a change the table needs a rebuild for: the command, or for a table that
-    keeps its history (which the command refuses) where the docs say what to do."""
+    keeps its history where the docs say what to do, unless a rebuild by copy takes the
+    change (``copied``: a change of its layout, :data:`cdclake_merge.layout.COPIED`)."""
     from cdclake_merge.failures import HISTORY_NOT_REBUILT
 
-    if place.history:
+    if place.history and not copied:
         return HISTORY_NOT_REBUILT
-    return f"run cdclake rebuild --env {place.env} --table {place.source_table}"
+    command = f"run cdclake rebuild --env {place.env} --table {place.source_table}"
+    return command + (" (a copy: the table keeps its history)" if place.history else "")
 
 
-def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
-    """A warning when config asks for what only a rebuild gives the stored table (its type,
-    key, partitioning or a larger record index): what the merge run would refuse."""
+def layout_reasons(fs: Any, place: LakePlace, timeline: str) -> list[str]:
+    """What config asks for that only a rebuild gives the stored table (its type, key,
+    partitioning or a larger record index), as the merge run would refuse it."""
     from cdclake_merge.layout import Layout, rebuild_reasons, stored_layout
 
     stored = stored_layout(fs, timeline)
     wanted = Layout(place.table_type, place.key, place.partition, place.record_index_file_groups)
-    reasons = rebuild_reasons(stored, wanted) if stored is not None else []
+    return rebuild_reasons(stored, wanted) if stored is not None else []
+
+
+def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
+    """A warning when config asks for what only a rebuild gives the stored table
+    (:func:`layout_reasons`): what the merge run would refuse."""
+    from cdclake_merge.layout import copy_takes
+
+    reasons = layout_reasons(fs, place, timeline)
     if not reasons:
         return []
     return [
         f"needs rebuild: {'; '.join(reasons)} (config differs from the stored table; its merge "
-        f"runs are refused): {rebuild_remedy(place)}"
+        f"runs are refused): {rebuild_remedy(place, copy_takes(reasons))}"
     ]
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from cdclake_merge.dispatch import MERGE_JOB_TAG, Decision, Target, dispatch, target_from_job
 from cdclake_merge.generations import STATE, generation_folder
+from cdclake_merge.layout import LayoutNeedsRebuild
 from cdclake_merge.pending import CATALOG_UNSYNCED, CHECKPOINT_KEY, TablePaths
 from cdclake_merge.positions import advance, positions_as_json, scan
 from cdclake_merge.schema import NeedsRebuild, unify
@@ -553,12 +554,18 @@ def needs_rebuild_line(stored: str, incoming: str) -> str:
 
 
 def failed_on_type_change(
-    world: World, policy: str | None, *, signals: bool = False, history: bool = False
+    world: World,
+    policy: str | None,
+    *,
+    signals: bool = False,
+    history: bool = False,
+    layout: tuple[str, ...] = (),
 ) -> float:
     """A change file, then a run that failed on ``amount`` decimal(10,2) -> decimal(14,4)
     under the table's ``policy`` (None: the job says none, as the default omits it); its end.
     ``signals``: the job names the function its rebuild runs signal through, as the stack's;
-    ``history``: the table keeps its history (the job's ``--history 1``)."""
+    ``history``: the table keeps its history (the job's ``--history 1``); ``layout``: the run
+    failed on these differences of config from the stored table instead."""
     arguments = {} if policy is None else {"--dispatch_schema_changes": policy}
     if signals:
         arguments["--signal_function"] = SIGNAL_FUNCTION
@@ -567,7 +574,12 @@ def failed_on_type_change(
     _define_job(world, ORDERS, arguments)
     put_change_file(world, ORDERS, 0)
     started = time.time()
-    error = needs_rebuild_line("decimal(10,2)", "decimal(14,4)")
+    refused = LayoutNeedsRebuild("cdclake_dev.public_orders", layout)
+    error = (
+        f"RunFailed: cdclake merge failed: {refused}"
+        if layout
+        else needs_rebuild_line("decimal(10,2)", "decimal(14,4)")
+    )
     end_run(world, ORDERS, "FAILED", started=started, ended=started + 0.001, error=error)
     return started + 0.001
 

@@ -91,7 +91,8 @@ def test_failures_of_rebuild_refusing_history_table_is_deterministic() -> None:
     # A retry would be refused the same way (history switched on during a rebuild).
     from cdclake_merge.rebuild import HISTORY_REFUSED
 
-    line = f"RunFailed: cdclake merge failed: {HISTORY_REFUSED.format(table='db.t')}"
+    refused = HISTORY_REFUSED.format(table="db.t", change="a rebuild from a snapshot")
+    line = f"RunFailed: cdclake merge failed: {refused}"
     failures = failures_of([_failed(line)])
     assert failures is not None and failures.kind == "HistoryRefused"
 

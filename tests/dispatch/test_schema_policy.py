@@ -34,6 +34,7 @@ from tests.dispatch.dispatch_helpers import (
 )
 
 CUSTOMERS = "public.customers"
+TABLE_TYPE_CHANGE = "table type COPY_ON_WRITE -> MERGE_ON_READ"
 
 
 @pytest.mark.parametrize(
@@ -101,17 +102,50 @@ def test_dispatch_needs_rebuild_job_that_signals_starts_a_rebuild_run(world: Wor
 def test_dispatch_needs_rebuild_history_table_parks_starting_no_rebuild_run(
     world: World, policy: str | None
 ) -> None:
-    # Its rebuild is refused (cdclake_merge.rebuild.HISTORY_REFUSED): a rebuild run would fail
-    # each turn, billed, and the merge runs between would fail on the change again.
+    # A type change is not rebuilt (cdclake_merge.rebuild.HISTORY_REFUSED): a rebuild run
+    # would fail each turn, billed, and the merge runs between would fail on the change again.
     ended = failed_on_type_change(world, policy, signals=True, history=True)
     decision = orders_turn(world)
     assert (decision.start, decision.reason) == (
         False,
         f"parked: needs rebuild: amount decimal(10,2) -> decimal(14,4) at {when(ended)}; the "
-        "table keeps its history (history: true), which a rebuild does not carry yet (issue "
-        '#51): see docs/merge-job.md "Schema changes"; resume with cdclake dispatch --env dev '
+        "table keeps its history (history: true), which a rebuild carries only through a change "
+        "of its table type, partitioning or record index size (issue #51): see "
+        'docs/merge-job.md "Schema changes"; resume with cdclake dispatch --env dev '
         "--resume public.orders",
     )
+
+
+@pytest.mark.parametrize("signals", [True, False])
+def test_dispatch_needs_rebuild_history_table_layout_change_starts_a_copy_rebuild_run(
+    world: World, signals: bool
+) -> None:
+    # Rebuilt as a copy: no snapshot to signal, so a job without a signal function starts too.
+    failed_on_type_change(world, None, signals=signals, history=True, layout=(TABLE_TYPE_CHANGE,))
+    decision = orders_turn(world)
+    assert (decision.start, decision.mode, decision.reason) == (
+        True,
+        "rebuild",
+        f"needs rebuild: {TABLE_TYPE_CHANGE}: a rebuild run",
+    )
+
+
+def test_dispatch_needs_rebuild_history_table_key_change_parks(world: World) -> None:
+    # A copy keeps the rows' keys: a key change with a layout change it takes still parks.
+    change = ("record key [id] -> [id, region]", TABLE_TYPE_CHANGE)
+    failed_on_type_change(world, None, signals=True, history=True, layout=change)
+    decision = orders_turn(world)
+    assert not decision.start
+    assert decision.reason.startswith(f"parked: needs rebuild: {'; '.join(change)} at ")
+
+
+def test_dispatch_needs_rebuild_history_table_layout_change_with_stop_parks_naming_rebuild(
+    world: World,
+) -> None:
+    failed_on_type_change(world, "stop", history=True, layout=(TABLE_TYPE_CHANGE,))
+    decision = orders_turn(world)
+    assert not decision.start
+    assert "(schema_changes: stop); rebuild with cdclake rebuild --env dev" in decision.reason
 
 
 @pytest.mark.parametrize(
@@ -222,11 +256,23 @@ def test_table_status_last_run_needing_rebuild_warns_naming_change_and_command(
 def test_table_status_history_table_needing_rebuild_warns_pointing_at_the_docs(
     world: World,
 ) -> None:
-    # Not the rebuild command, which refuses a table that keeps its history.
+    # Not the rebuild command, which refuses a type change of a table that keeps its history.
     failed_on_type_change(world, None, history=True)
     row = orders_status(world, history=True)
     assert row["warnings"] == [
         "needs rebuild: amount decimal(10,2) -> decimal(14,4) (its last run failed): the table "
-        "keeps its history (history: true), which a rebuild does not carry yet (issue #51): "
+        "keeps its history (history: true), which a rebuild carries only through a change of "
+        "its table type, partitioning or record index size (issue #51): "
         'see docs/merge-job.md "Schema changes"'
+    ]
+
+
+def test_table_status_history_table_needing_a_copy_rebuild_names_the_command(
+    world: World,
+) -> None:
+    failed_on_type_change(world, None, history=True, layout=(TABLE_TYPE_CHANGE,))
+    row = orders_status(world, history=True)
+    assert row["warnings"] == [
+        f"needs rebuild: {TABLE_TYPE_CHANGE} (its last run failed): run cdclake rebuild --env "
+        "dev --table public.orders (a copy: the table keeps its history)"
     ]

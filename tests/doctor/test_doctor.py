@@ -307,9 +307,9 @@ def test_doctor_change_file_expiry_no_lag_yet_skips(aws_env: None, config_dir: P
     assert check_change_file_expiry(config, _session(config.region)).status == "skip"
 
 
-def _stored(config: EnvironmentConfig, table_type: str) -> str:
+def _stored(config: EnvironmentConfig, table_type: str, key: tuple[str, ...] | None = None) -> str:
     """dev's first lake table deployed (its merge job's paths) and stored by Hudi as
-    ``table_type`` with config's key and partitioning; the table's name."""
+    ``table_type`` with config's key (or ``key``) and partitioning; the table's name."""
     table = config.lake_tables[0]
     session = _session(config.region)
     bucket = f"lake-{config.region}"
@@ -329,7 +329,7 @@ def _stored(config: EnvironmentConfig, table_type: str) -> str:
     )
     properties = (
         f"hoodie.table.type={table_type}\n"
-        f"hoodie.table.recordkey.fields={','.join(table.primary_key)}\n"
+        f"hoodie.table.recordkey.fields={','.join(key or table.primary_key)}\n"
         f"hoodie.table.partition.fields={','.join(table.partition_by)}\n"
     )
     key = f"warehouse/{database}.db/{table.lake_table_name}/.hoodie/hoodie.properties"
@@ -357,22 +357,43 @@ def test_doctor_stored_tables_type_config_changed_warns_naming_table_change_and_
     )
 
 
-def test_doctor_stored_tables_history_table_config_changed_warns_its_runs_park(
-    aws_env: None, config_dir: Path
-) -> None:
-    base = _config(config_dir, region="eu-south-2")
+def _with_history(config_dir: Path, region: str) -> EnvironmentConfig:
+    base = _config(config_dir, region=region)
     first = base.lake_tables[0].model_copy(update={"history": True})
-    config = base.model_copy(
+    return base.model_copy(
         update={"tables": [first if t.name == first.name else t for t in base.tables]}
     )
+
+
+def test_doctor_stored_tables_history_table_type_changed_warns_the_dispatcher_copies_it(
+    aws_env: None, config_dir: Path
+) -> None:
+    config = _with_history(config_dir, "eu-south-2")
+    first = config.lake_tables[0]
     stored = "MERGE_ON_READ" if first.hudi_table_type != "MERGE_ON_READ" else "COPY_ON_WRITE"
     table = _stored(config, stored)
     check = check_stored_tables(config, _session(config.region))
     assert check.detail == (
         f"{table}: needs rebuild: table type {stored} -> {first.hudi_table_type} (config "
-        "differs from the stored table; its merge runs are refused): the table keeps its "
-        "history (history: true), which a rebuild does not carry yet (issue #51): see "
-        'docs/merge-job.md "Schema changes"; after the deploy its runs park (history: true)'
+        "differs from the stored table; its merge runs are refused): run cdclake rebuild --env "
+        f"dev --table {table} (a copy: the table keeps its history); after the deploy the "
+        "dispatcher begins it (schema_changes: rebuild)"
+    )
+
+
+def test_doctor_stored_tables_history_table_key_changed_warns_its_runs_park(
+    aws_env: None, config_dir: Path
+) -> None:
+    config = _with_history(config_dir, "eu-central-2")
+    first = config.lake_tables[0]
+    table = _stored(config, first.hudi_table_type, key=("other_id",))
+    check = check_stored_tables(config, _session(config.region))
+    assert check.detail == (
+        f"{table}: needs rebuild: record key [other_id] -> [{', '.join(first.primary_key)}] "
+        "(config differs from the stored table; its merge runs are refused): the table keeps "
+        "its history (history: true), which a rebuild carries only through a change of its "
+        "table type, partitioning or record index size (issue #51): see docs/merge-job.md "
+        '"Schema changes"; after the deploy its runs park (history: true)'
     )
 
 

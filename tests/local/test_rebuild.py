@@ -75,7 +75,7 @@ def rebuilt(
     if reason:
         pytest.skip(f"the rebuild merges: {reason}")
     from cdclake.ops import AnyFileSystem, local_place
-    from cdclake.rebuild import local_generation_sink, sidecar_of
+    from cdclake.rebuild import config_generation_sink, sidecar_of
     from cdclake.validate import local_target, validate_once
     from cdclake_merge.generations import read_generations
     from cdclake_merge.rebuild import merge_table, rebuild_step
@@ -126,7 +126,7 @@ def rebuilt(
         seen["retyped"] = str(retyped.value)
         mor = load_config("local", config_dir=mor_dir)
         mor_place = local_place(mor, TABLE)
-        mor_sink = local_generation_sink(mor, mor_place, lambda: spark, AnyFileSystem())
+        mor_sink = config_generation_sink(mor, mor_place, lambda: spark, AnyFileSystem())
 
         fs = AnyFileSystem()
         signalled_before = snapshot_signals(local_stack, TABLE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import itertools
 import json
 import os
@@ -219,6 +220,14 @@ class Lake:
         )
 
 
+def catalog_location(lake: Lake) -> str:
+    """The table's catalog entry's own storage location, what Athena and Hive read: Spark's
+    DESCRIBE shows the ``path`` property Hudi's sync rewrites, which moved without a swap."""
+    database, name = lake.table.split(".")
+    client = lake.spark._jsparkSession.sharedState().externalCatalog().unwrapped().client()
+    return str(client.getTable(database, name).storage().locationUri().get().toString())
+
+
 def visible(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
 
@@ -351,3 +360,44 @@ def moto_bucket(bucket: str) -> Iterator[Any]:
             client.delete_bucket(Bucket=bucket)
     finally:
         mock.stop(remove_data=False)
+
+
+# --- a history table's rows (tests/merge/test_history_runs.py, test_rebuild_history.py) -------
+
+
+def history_of(lake: Lake) -> list[dict[str, Any]]:
+    """Every row of the lake's history table, Hudi's own columns left out."""
+    frame = lake.spark.read.format("hudi").load("file://" + lake.sink.history_root)
+    ours = frame.drop(*(c for c in frame.columns if c.startswith("_hoodie")))
+    return [r.asDict() for r in ours.collect()]
+
+
+def seconds(time: Any) -> int | None:
+    """A validity time as seconds after SOURCE_TS (changes commit ``lsn`` seconds after it)."""
+    first = dt.datetime.fromtimestamp(SOURCE_TS / 1000, dt.UTC).replace(tzinfo=None)
+    return None if time is None else round((time - first).total_seconds())
+
+
+def by_key(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """History rows by ``id``, each key's in change order."""
+    keys: dict[int, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["id"], r["_cdc_order"])):
+        keys.setdefault(row["id"], []).append(row)
+    return keys
+
+
+def versions(rows: list[dict[str, Any]], *columns: str) -> dict[int, list[tuple[Any, ...]]]:
+    """Each key's versions as (op, lsn, ``columns``…, valid from, valid to), times as seconds."""
+    return {
+        key: [
+            (
+                r["_cdc_op"],
+                r["_cdc_lsn"],
+                *(r[c] for c in columns),
+                seconds(r["_cdc_valid_from"]),
+                seconds(r["_cdc_valid_to"]),
+            )
+            for r in kept
+        ]
+        for key, kept in by_key(rows).items()
+    }

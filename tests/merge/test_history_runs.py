@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from cdclake_merge.history import HISTORY_SUFFIX
-from tests.merge.support import SOURCE_TS, Lake, envelope, snapshot_reads
+from tests.merge.support import (
+    SOURCE_TS,
+    Lake,
+    by_key,
+    envelope,
+    history_of,
+    seconds,
+    snapshot_reads,
+    versions,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
@@ -99,12 +108,6 @@ class HistoryLake:
     catalog_rows: int
 
 
-def history_of(lake: Lake) -> list[dict[str, Any]]:
-    frame = lake.spark.read.format("hudi").load("file://" + lake.sink.history_root)
-    ours = frame.drop(*(c for c in frame.columns if c.startswith("_hoodie")))
-    return [r.asDict() for r in ours.collect()]
-
-
 @pytest.fixture(scope="module")
 def history_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> HistoryLake:  # type: ignore[no-untyped-def]
     lake = Lake(spark, tmp_path_factory.mktemp("history"), services={"history": 1})
@@ -146,37 +149,12 @@ def history_lake(spark, tmp_path_factory: pytest.TempPathFactory) -> HistoryLake
     )
 
 
-def seconds(time: dt.datetime | None) -> int | None:
-    return None if time is None else round((time - at(0)).total_seconds())
-
-
-def by_key(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    keys: dict[int, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["id"], r["_cdc_order"])):
-        keys.setdefault(row["id"], []).append(row)
-    return keys
-
-
 def test_history_row_count_is_the_changes_applied(history_lake: HistoryLake) -> None:
     assert len(history_lake.final) == CHANGES
 
 
 def test_history_versions_per_key_are_the_changes_made(history_lake: HistoryLake) -> None:
-    versions = {
-        key: [
-            (
-                r["_cdc_op"],
-                r["_cdc_lsn"],
-                r["name"],
-                r["bio"],
-                seconds(r["_cdc_valid_from"]),
-                seconds(r["_cdc_valid_to"]),
-            )
-            for r in rows
-        ]
-        for key, rows in by_key(history_lake.final).items()
-    }
-    assert versions == EXPECTED
+    assert versions(history_lake.final, "name", "bio") == EXPECTED
 
 
 def test_history_validity_has_no_gap_or_overlap(history_lake: HistoryLake) -> None:

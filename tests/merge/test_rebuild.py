@@ -19,7 +19,7 @@ from cdclake_merge.generations import begin_rebuild, read_generations
 from cdclake_merge.job import RunResult, TableNeedsRebuild
 from cdclake_merge.rebuild import run_rebuild, swap
 from cdclake_merge.sink import Sink, open_sink
-from tests.merge.support import Lake, decimal_b64, envelope, with_schema
+from tests.merge.support import Lake, catalog_location, decimal_b64, envelope, with_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
@@ -69,14 +69,6 @@ def _catalog_rows(lake: Lake) -> list[tuple[int, Decimal]]:
     return sorted((r["id"], r["amount"]) for r in rows)
 
 
-def _location(lake: Lake) -> str:
-    """The entry's own storage location in the metastore, what Athena and Hive read: Spark's
-    DESCRIBE shows the ``path`` property Hudi's sync rewrites, which moved without the swap."""
-    database, name = lake.table.split(".")
-    client = lake.spark._jsparkSession.sharedState().externalCatalog().unwrapped().client()
-    return str(client.getTable(database, name).storage().locationUri().get().toString())
-
-
 def _needing_rebuild(spark: Any, root: Path) -> Lake:
     """A live table of amounts 1.25 and 2.50 whose next change file is numeric(14,4), and the
     change files written once the rebuild has begun: snapshot reads, then an update of 1."""
@@ -115,7 +107,11 @@ class Rebuilt:
 def rebuilt(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Rebuilt:
     lake = _needing_rebuild(spark, tmp_path_factory.mktemp("rebuilt"))
     result = _rebuild(lake)
-    live_version, live_rows, before = lake.sink.load().version, _catalog_rows(lake), _location(lake)
+    live_version, live_rows, before = (
+        lake.sink.load().version,
+        _catalog_rows(lake),
+        catalog_location(lake),
+    )
     swap(spark, _generation_sink(lake))
     generation = _generation_sink(lake)(2, False)
     return Rebuilt(
@@ -125,7 +121,7 @@ def rebuilt(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Rebuilt:
         live_version,
         live_rows,
         before,
-        _location(lake),
+        catalog_location(lake),
         _catalog_rows(lake),
     )
 
@@ -296,7 +292,7 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
         rebuild_step(
             lambda: spark, lake.fs, catalog_down, lake.options, notifications=str(notifications)
         )
-    cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), _location(lake)
+    cut_state, cut_location = read_generations(lake.fs, lake.sink.sidecar), catalog_location(lake)
     lake.write("e.json", [_amounts("u", 2, 50, "3.0000", 4)])
     # A failed erase run's request: its rerun still needs it after the swap.
     write_request(lake.fs, str(lake.warehouse), lake.table, {"id": "9"})
@@ -311,7 +307,7 @@ def wired(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Wired:
     cut_removal = sorted(p.name for p in Path(lake.sink.sidecar).iterdir())
     after_swap = _merge_table(lake, make, notifications)
     spark.catalog.refreshTable(lake.table)
-    location, rows = _location(lake), _catalog_rows(lake)
+    location, rows = catalog_location(lake), _catalog_rows(lake)
     state_after = read_generations(lake.fs, lake.sink.sidecar)
     files_before = _files(lake)
     idle = _merge_table(lake, make, notifications)

@@ -15,12 +15,16 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 
+from cdclake_merge.pending import CHECKPOINT_KEY
 from tests.ops.ops_helpers import config_in_region, create_merge_job, run_cdclake
 
 REGION = "eu-central-1"
 SIGNALLED = "public.orders"  # a rebuild begun and signalled before
 FRESH = "public.customers"  # no rebuild yet
+# Keeps its history (set here) and is stored COPY_ON_WRITE, while config says MERGE_ON_READ.
+HISTORY = "public.order_lines"
 STATE = "generations.json"  # cdclake_merge.generations.STATE
 
 pytestmark = [pytest.mark.moto]
@@ -33,20 +37,27 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     from environment.config import load_config
 
     config_dir = config_in_region(tmp_path_factory.mktemp("rebuild-config"), REGION)
+    dev = config_dir / "dev.yaml"
+    raw = yaml.safe_load(dev.read_text())
+    (entry,) = [t for t in raw["tables"] if t["name"] == HISTORY]
+    entry["history"] = True
+    dev.write_text(yaml.safe_dump(raw))
     config = load_config("dev", config_dir=config_dir)
+    assert config.lake_table(HISTORY).hudi_table_type == "MERGE_ON_READ"
     bucket = f"{config.prefix}-rebuild-lake"
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
     glue = boto3.client("glue", region_name=REGION)
     database = config.lake.glue_database
     jobs, sidecars = {}, {}
-    for name in (SIGNALLED, FRESH):
+    for name in (SIGNALLED, FRESH, HISTORY):
         table = config.lake_table(name)
         changes = f"s3://{bucket}/topics/{config.prefix}.{name}/"
         warehouse = f"s3://{bucket}/warehouse/"
         jobs[name] = create_merge_job(glue, config, name, changes=changes, warehouse=warehouse)
         sidecars[name] = f"warehouse/{database}.db/_cdclake/{table.lake_table_name}"
     building = {"live": 1, "building": 2, "start": {}, "snapshot_id": "snapshot-1"}
+    _store_copy_on_write(s3, bucket, f"warehouse/{database}.db", config.lake_table(HISTORY))
     s3.put_object(
         Bucket=bucket, Key=f"{sidecars[SIGNALLED]}/{STATE}", Body=json.dumps(building).encode()
     )
@@ -58,6 +69,32 @@ def world(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "sidecars": sidecars,
         "config_dir": str(config_dir),
     }
+
+
+def _store_copy_on_write(s3: Any, bucket: str, database: str, table: Any) -> None:
+    """``table`` as the merge left it after one commit, stored COPY_ON_WRITE: Hudi's properties,
+    the commit naming its checkpoint, the checkpoint (no Spark reads any of it here)."""
+    name, key = table.lake_table_name, ",".join(table.primary_key)
+    files = {
+        f"{name}/.hoodie/hoodie.properties": (
+            f"hoodie.table.type=COPY_ON_WRITE\nhoodie.table.recordkey.fields={key}\n"
+        ),
+        f"{name}/.hoodie/20261204000000000.commit": json.dumps(
+            {"extraMetadata": {CHECKPOINT_KEY: "checkpoints/v00000001.json"}}
+        ),
+        f"_cdclake/{name}/checkpoints/v00000001.json": json.dumps(
+            {
+                "version": 1,
+                "columns": [["id", "int"]],
+                "layout": ["id"],
+                "truncated_before": None,
+                "tombstones": [],
+                "positions": {},
+            }
+        ),
+    }
+    for path, body in files.items():
+        s3.put_object(Bucket=bucket, Key=f"{database}/{path}", Body=body.encode())
 
 
 def _rebuild(world: dict[str, Any], table: str, *args: str) -> Any:
@@ -116,3 +153,19 @@ def test_rebuild_aws_wait_still_building_when_time_is_up_exits_1(
     result = _rebuild(world, SIGNALLED, "--wait", "--timeout", "0")
     assert result.returncode == 1, result.stderr
     assert "public.orders: generation 2 still building after 0 s" in result.stderr
+
+
+def test_rebuild_aws_history_table_layout_change_begun_as_a_copy_without_dsn(
+    world: dict[str, Any],
+) -> None:
+    # A copy signals no snapshot: no database is needed, and the state object says copy.
+    result = _rebuild(world, HISTORY, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "rebuild of generation 2 begun (a copy of generation 1)" in result.stderr
+    state = world["s3"].get_object(
+        Bucket=world["bucket"], Key=f"{world['sidecars'][HISTORY]}/{STATE}"
+    )
+    stored = json.loads(state["Body"].read())
+    assert (stored["building"], stored["copy"], stored["snapshot_id"]) == (2, True, None)
+    (run,) = _runs(world, HISTORY)
+    assert run["Arguments"]["--mode"] == "rebuild"

@@ -41,8 +41,10 @@ and its snapshot's end arrives as a notification, outside the table's change fol
 whose runs fail needing a rebuild (policy ``rebuild``) starts one too: that run begins the
 rebuild and signals its snapshot through the bootstrap function (the job's
 ``--signal_function``; the dispatcher reaches no database); a job without one waits for
-``cdclake rebuild``. What waits, the watermark and a compaction's turn are the live
-generation's: after a swap, the new one's.
+``cdclake rebuild``. A table that keeps its history is rebuilt as a copy, which signals
+nothing: its run begins it for a change of its layout, and a type change parks it. What
+waits, the watermark and a compaction's turn are the live generation's: after a swap, the
+new one's.
 
 A table whose runs fail is parked or backs off (:mod:`cdclake_merge.failures`), from the same
 ``GetJobRuns`` answer that finds the run in progress. Tables without failures start first;
@@ -69,6 +71,7 @@ from cdclake_merge.failures import (
     held,
     local_runs,
     rebuild_change,
+    rebuilt_as_copy,
     recent_runs,
     resumed_at,
     when,
@@ -159,8 +162,8 @@ class Target:
     # Its rebuild runs can signal the snapshot themselves (the job's --signal_function; the
     # local stack's database): the dispatcher begins a rebuild the table needs.
     signals: bool = False
-    # It keeps its history (the job's --history 1): its rebuild is refused, so a type change
-    # that needs one parks it instead of starting runs that would fail.
+    # It keeps its history (the job's --history 1): rebuilt as a copy for a layout change
+    # only; a type change parks it instead of starting runs that would fail.
     history: bool = False
 
 
@@ -596,11 +599,14 @@ def _holding(survey: Survey, begun: Mapping[str, str]) -> Failures | None:
 def _rebuild_to_begin(survey: Survey) -> str | None:
     """What changed, when the table's runs fail needing a rebuild, its policy is to rebuild,
     none is in progress, and its rebuild run can signal the snapshot (its first step, a row in
-    the database): the dispatcher starts that run. None otherwise."""
+    the database) or, for a table that keeps its history, needs none (a rebuild by copy, of a
+    change of its layout): the dispatcher starts that run. None otherwise."""
     failures, target = survey.failures, survey.target
     if failures is None or failures.kind != NEEDS_REBUILD or survey.generations.building:
         return None
-    if target.schema_changes != "rebuild" or not target.signals or target.history:
+    if target.schema_changes != "rebuild":
+        return None
+    if not (rebuilt_as_copy(failures.newest.error) if target.history else target.signals):
         return None
     return rebuild_change(failures.newest.error) or failures.newest.error
 

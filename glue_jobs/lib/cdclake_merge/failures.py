@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cdclake_merge.layout import copy_takes
 from cdclake_merge.pending import TablePaths
 from cdclake_merge.positions import ChangeFile
 from cdclake_merge.storage import FileSystem, join
@@ -67,8 +68,9 @@ DETERMINISTIC = (
 # What a table that keeps its history needs instead of ``cdclake rebuild`` (which refuses it:
 # cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
 HISTORY_NOT_REBUILT = (
-    "the table keeps its history (history: true), which a rebuild does not carry yet "
-    '(issue #51): see docs/merge-job.md "Schema changes"'
+    "the table keeps its history (history: true), which a rebuild carries only through a "
+    "change of its table type, partitioning or record index size (issue #51): see "
+    'docs/merge-job.md "Schema changes"'
 )
 # In the table's sidecar (the merge's state, which the dispatcher already reads): when an
 # operator last resumed the table, and, on the local stack, its recent runs.
@@ -140,6 +142,14 @@ def rebuild_change(error: str) -> str | None:
         return f"{found['column']} {found['old']} -> {found['new']}"
     layout = _LAYOUT_NEEDS_REBUILD.search(error)
     return layout["change"] if layout is not None else None
+
+
+def rebuilt_as_copy(error: str) -> bool:
+    """Whether a failure line needing a rebuild names only changes of the table's layout that a
+    rebuild by copy takes (:data:`cdclake_merge.layout.COPIED`): how a table that keeps its
+    history is rebuilt."""
+    layout = _LAYOUT_NEEDS_REBUILD.search(error)
+    return layout is not None and copy_takes(layout["change"].split("; "))
 
 
 @dataclass(frozen=True)
@@ -240,8 +250,9 @@ def held(
     changed; ``resumed``: when an operator last resumed it; ``resume_command``: named when
     parked; ``schema_changes``: the table's policy (``rebuild`` or ``stop``) for a type change
     it needs a rebuild to take, and ``rebuild_command`` the command that rebuilds it;
-    ``keeps_history``: the table keeps its history, which a rebuild refuses (parked whatever
-    the policy: a rebuild run started for it would fail the same way, and each is billed)."""
+    ``keeps_history``: the table keeps its history, which a rebuild refuses but for a change of
+    its layout a copy takes (otherwise parked whatever the policy: a rebuild run started for
+    it would fail the same way, and each is billed)."""
     if failures is None:
         return None
     if failures.kind is not None:
@@ -255,7 +266,7 @@ def held(
         at = when(failures.at)
         if change is None:
             return f"parked: {failures.kind} at {at}; resume with {resume_command}"
-        if keeps_history:
+        if keeps_history and not rebuilt_as_copy(failures.newest.error):
             return (
                 f"parked: needs rebuild: {change} at {at}; {HISTORY_NOT_REBUILT}; "
                 f"resume with {resume_command}"

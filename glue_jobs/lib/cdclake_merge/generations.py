@@ -57,6 +57,12 @@ class Generations:
     # The live generation's version when the swap named it: a run past it has committed
     # after the swap, and removes the retired generation.
     swapped_version: int | None = None
+    # The generation being built starts as a copy of the live one (its rows and tombstones,
+    # its checkpoint's positions) and applies the changes from there as the live one would:
+    # no snapshot, no signal. How a table that keeps its history is rebuilt, for a change of
+    # its layout a copy takes (cdclake_merge.layout.COPIED): each key's stored row stays the
+    # history's open version, and the changes the live table failed on become versions.
+    copy: bool = False
 
 
 def read_generations(fs: FileSystem, sidecar: str) -> Generations:
@@ -98,12 +104,19 @@ def change_ends(fs: FileSystem, changes: str) -> dict[str, FolderPosition]:
 
 
 def begin_rebuild(
-    fs: FileSystem, sidecar: str, changes: str, changes_fs: FileSystem | None = None
+    fs: FileSystem,
+    sidecar: str,
+    changes: str,
+    changes_fs: FileSystem | None = None,
+    *,
+    copy: bool = False,
 ) -> Generations:
     """The rebuild in progress, or a new one: the next generation number and the end of every
     change folder now (taken before the snapshot's signal is sent). A rebuild begun and killed
     is found again, with the positions it began with. ``changes_fs``: where the change files
-    are, when not on ``fs`` (the local stack's are on its S3 stand-in)."""
+    are, when not on ``fs`` (the local stack's are on its S3 stand-in). ``copy``: a new one is
+    built as a copy of the live generation (:attr:`Generations.copy`), which lists nothing: it
+    reads from where the live generation's checkpoint is."""
     state = read_generations(fs, sidecar)
     if state.building is not None:
         return state
@@ -116,9 +129,10 @@ def begin_rebuild(
     begun = replace(
         state,
         building=max(numbers) + 1,
-        start=positions_as_json(change_ends(changes_fs or fs, changes)),
+        start={} if copy else positions_as_json(change_ends(changes_fs or fs, changes)),
         began_at=dt.datetime.now(dt.UTC).isoformat(),
         snapshot_id=None,
+        copy=copy,
     )
     write_generations(fs, sidecar, begun)
     return begun
@@ -139,8 +153,8 @@ def begin_signalled(
     restarts); one whose id is recorded but not marked sent (killed or refused in between) sends
     the same id again, so ``signal`` must take an id once (the signal table's primary key)."""
     state = begin_rebuild(fs, sidecar, changes, changes_fs)
-    if state.snapshot_id is not None and state.signal_sent:
-        return state
+    if state.copy or (state.snapshot_id is not None and state.signal_sent):
+        return state  # a copy reads no snapshot
     if state.snapshot_id is None:
         state = record_signal(fs, sidecar, str(uuid.uuid4()))
     assert state.snapshot_id is not None
@@ -182,10 +196,10 @@ def caught_up(
     built: Mapping[str, FolderPosition],
     snapshot_done: bool,
 ) -> bool:
-    """Whether the generation being built may be swapped in: its snapshot has finished and its
-    checkpoint (``built``) has applied, in every change folder, the files listed (``ends``,
-    the folders' ends as listed after the snapshot was seen to finish)."""
-    if state.building is None or not snapshot_done:
+    """Whether the generation being built may be swapped in: its snapshot has finished (a copy
+    has none) and its checkpoint (``built``) has applied, in every change folder, the files
+    listed (``ends``, the folders' ends as listed after the snapshot was seen to finish)."""
+    if state.building is None or not (snapshot_done or state.copy):
         return False
     for folder, end in ends.items():
         wanted = _newest(end)

@@ -166,12 +166,14 @@ class HudiTable:
         """The checkpoint the newest commit names, with ``exists`` (no Spark needed)."""
         return newest_checkpoint(self.fs, self._paths())
 
-    def load(self) -> TableState:
-        """The state the newest commit names; ValueError if the table was made otherwise."""
+    def load(self, *, as_stored: bool = False) -> TableState:
+        """The state the newest commit names; ValueError if the table was made otherwise than
+        this sink's spec (``as_stored``: whatever the spec, for a copy of it into a rebuild)."""
         checkpoint = self.newest_checkpoint()
         if checkpoint is None:
             return TableState()
-        self._check_matches()
+        if not as_stored:
+            self._check_matches()
         state = self._state(checkpoint, exists=checkpoint.pop("exists"))
         if state.exists and self._unsynced_version() not in (None, state.version + 1):
             return dataclasses.replace(state, catalog_unsynced=True)

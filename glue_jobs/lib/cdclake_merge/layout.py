@@ -26,6 +26,24 @@ RECORD_INDEX = join("metadata", "record_index")
 _FILE_GROUP = re.compile(r"^\.?(record-index-\d+)-\d+_")
 
 
+# How each difference is named (``<what> <stored> -> <config>``): the failure line, status and
+# the dispatcher read them back.
+TABLE_TYPE = "table type"
+RECORD_KEY = "record key"
+PARTITIONING = "partitioning"
+INDEX_SIZE = "record index file groups"
+# What a rebuild by copy takes (cdclake_merge.generations.Generations.copy): the live rows are
+# written again under the new layout, keyed as they are. A key change re-keys rows, their
+# tombstones and a history's versions, which a copy cannot.
+COPIED = (TABLE_TYPE, PARTITIONING, INDEX_SIZE)
+
+
+def copy_takes(differences: Sequence[str]) -> bool:
+    """Whether a rebuild by copy takes every one of ``differences`` (as
+    :func:`rebuild_reasons` names them); False for none."""
+    return bool(differences) and all(d.startswith(COPIED) for d in differences)
+
+
 class LayoutNeedsRebuild(ValueError):
     """The table was created otherwise than its config says; only a rebuild takes the change.
     A ValueError, as any refusal of the table's spec (the CLI's usage error, the Glue entry's
@@ -72,16 +90,16 @@ def rebuild_reasons(stored: Layout, wanted: Layout) -> list[str]:
     """What differs, stored -> config, each as ``what old -> new``; empty: nothing."""
     reasons = []
     if stored.table_type != wanted.table_type:
-        reasons.append(f"table type {stored.table_type} -> {wanted.table_type}")
+        reasons.append(f"{TABLE_TYPE} {stored.table_type} -> {wanted.table_type}")
     if stored.key != wanted.key:
-        reasons.append(f"record key {_shown(stored.key)} -> {_shown(wanted.key)}")
+        reasons.append(f"{RECORD_KEY} {_shown(stored.key)} -> {_shown(wanted.key)}")
     if stored.partition_fields != wanted.partition_fields:
         partitions = (_shown(stored.partition_fields), _shown(wanted.partition_fields))
-        reasons.append("partitioning {} -> {}".format(*partitions))
+        reasons.append("{} {} -> {}".format(PARTITIONING, *partitions))
     have, need = stored.record_index_file_groups, wanted.record_index_file_groups
     # A larger index than config sizes only costs a little: the table keeps it.
     if have is not None and need is not None and have < need:
-        reasons.append(f"record index file groups {have} -> {need}")
+        reasons.append(f"{INDEX_SIZE} {have} -> {need}")
     return reasons
 
 

@@ -1,6 +1,8 @@
 """The merge side of a rebuild beside the live table (docs/merge-job.md "Rebuild beside the
 live table"): which generation a run writes, the runs of the generation being built, the swap
-that makes it live and the removal of the generation it replaced.
+that makes it live and the removal of the generation it replaced. A table that keeps its
+history is rebuilt as a copy of the live generation, for a change of its layout
+(:attr:`~cdclake_merge.generations.Generations.copy`).
 
 Every run of a table goes through :func:`merge_table` (the Glue job's merge mode and
 ``cdclake merge``) or :func:`rebuild_step` (the Glue job's rebuild mode and ``cdclake
@@ -33,15 +35,25 @@ from cdclake_merge.generations import (
     write_generations,
 )
 from cdclake_merge.job import MergeOptions, RunResult, run_merge
+from cdclake_merge.layout import COPIED, LayoutNeedsRebuild, copy_takes
 from cdclake_merge.positions import positions_from_json
-from cdclake_merge.sink import Sink
+from cdclake_merge.replay import listing
+from cdclake_merge.sink import Changes, Sink, TableState
 from cdclake_merge.storage import FileSystem, join
 
-# The history table would take the new generation's first rows, a version of each key the
-# history already holds open, as changes (docs/lake.md "History"): not built yet.
+# A table that keeps its history is rebuilt as a copy (Generations.copy), which takes a change
+# of its layout but its key (layout.COPIED). From a snapshot, the history would take the new
+# generation's first rows, a version of each key it already holds open, as changes; a type
+# change needs the new types decided from every waiting line first (docs/lake.md "History").
 HISTORY_REFUSED = (
-    "table {table} keeps its history (history: true): a rebuild would break its versions, "
-    "which is not built yet (issue #51); nothing was begun"
+    "table {table} keeps its history (history: true): a rebuild would break its versions "
+    "for {change}, which is not built yet (issue #51; a rebuild takes its table type, "
+    "partitioning and record index size); nothing was begun"
+)
+QUARANTINE_REFUSED = (
+    "table {table} keeps its history (history: true) and {lines} quarantined line(s) wait "
+    "for a replay, which a rebuild by copy would leave behind: replay them first "
+    "(cdclake quarantine replay); nothing was begun"
 )
 
 # A sink of the table's generation n; ``catalog``: whether its commits sync the catalog.
@@ -60,6 +72,7 @@ class TableRun:
     caught_up: bool = False
     swapped: bool = False
     removed: int | None = None
+    copied: int | None = None  # the version a rebuild by copy's first commit made, this run
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +82,7 @@ class TableRun:
             "caught_up": self.caught_up,
             "swapped": self.swapped,
             "removed": self.removed,
+            "copied": self.copied,
         }
 
 
@@ -173,20 +187,27 @@ def rebuild_step(
     up, the swap in the same run. Caught up: its snapshot finished (Debezium's COMPLETED
     notification of the state's ``snapshot_id`` under ``notifications``, or ``snapshot_done``,
     an operator's word) and the run applied every change file listed after that was seen.
+    A table that keeps its history is rebuilt as a copy instead (:func:`history_refusal` says
+    when it cannot be): the first run copies the live generation (:func:`copy_live_once`),
+    then applies what waits; no snapshot, so caught up is every listed file applied.
     ``keep_columns`` (``drop_columns: keep``): the new generation starts from the live one's
     columns, so a column the source dropped stays (null). ``signal``: sends the incremental
     snapshot's signal with the id given, where the run can reach the database (a Glue run
     through the bootstrap function, ``cdclake dispatch --env local``): a rebuild not begun or
     not signalled yet is begun and signalled first (:func:`begin_signalled`); without it the
     caller signalled (``cdclake rebuild``)."""
-    if generation_sink(1, True).history:
-        raise ValueError(HISTORY_REFUSED.format(table=options.table))
     state = follow_live(spark_factory, generation_sink)
     home = _home(generation_sink)
-    if signal is not None:
+    if generation_sink(1, True).history:
+        refused = history_refusal(generation_sink(state.live, False), state)
+        if refused is not None:
+            raise ValueError(refused)
+        state = begin_rebuild(home.fs, home.sidecar, options.changes, fs, copy=True)
+    elif signal is not None:
         state = begin_signalled(home.fs, home.sidecar, options.changes, signal, fs)
     else:
         state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
+    copied = state.copy and copy_live_once(spark_factory, generation_sink, state, options.key)
     done = snapshot_done or (
         notifications is not None
         and state.snapshot_id is not None
@@ -200,15 +221,82 @@ def rebuild_step(
     )
     assert state.building is not None
     built = generation_sink(state.building, False).load()
+    copied_version = copied.version if copied else None
     if not built.exists or not caught_up(state, ends, built.positions, done):
-        return TableRun(state, result, rebuilding=True)
+        return TableRun(state, result, rebuilding=True, copied=copied_version)
     return TableRun(
         swap(spark_factory(), generation_sink),
         result,
         rebuilding=True,
         caught_up=True,
         swapped=True,
+        copied=copied_version,
     )
+
+
+def history_refusal(live: Sink, state: Generations) -> str | None:
+    """Why a table that keeps its history is not rebuilt now (a one-line reason), or None: it
+    is, as a copy. ``live``: its live generation opened with config's spec; ``state``: the
+    table's, so a copy in progress goes on and a rebuild from a snapshot is not continued."""
+    if state.building is not None:
+        if state.copy:
+            return None
+        return HISTORY_REFUSED.format(table=live.table, change="a rebuild from a snapshot")
+    try:
+        stored = live.load()
+    except LayoutNeedsRebuild as exc:
+        if not copy_takes(exc.differences):
+            change = "; ".join(d for d in exc.differences if not d.startswith(COPIED))
+            return HISTORY_REFUSED.format(table=live.table, change=change)
+        stored = live.load(as_stored=True)
+    else:
+        change = "anything but a change of its layout (a column's type)"
+        return HISTORY_REFUSED.format(table=live.table, change=change)
+    waiting = listing(live.fs, live.quarantine_root, stored.version).pending
+    if waiting:
+        return QUARANTINE_REFUSED.format(table=live.table, lines=len(waiting))
+    return None
+
+
+def copy_live_once(
+    spark_factory: Callable[[], SparkSession],
+    generation_sink: GenerationSink,
+    state: Generations,
+    key: tuple[str, ...],
+) -> TableState | None:
+    """The first commit of a rebuild by copy, unless it is made: the live generation's rows and
+    tombstones written to the generation being built under config's layout, with the live
+    checkpoint's columns, positions, snapshots and truncation horizon, so that its runs go on
+    from where the live one stopped and each key's stored row is its history's open version.
+    None when it was made already (a run killed after it finds it, one killed during it
+    writes it again). A tombstone's retention counts again from the copy: kept longer, never
+    shorter; the copy writes no history row (it is no change)."""
+    assert state.building is not None
+    target = generation_sink(state.building, False)
+    if target.newest_checkpoint() is not None:
+        return None
+    live = generation_sink(state.live, False)
+    source = live.load(as_stored=True)
+    spark = spark_factory()
+    run = {
+        "copied_from": state.live,
+        "newest_source_ts_ms": source.checkpoint.get("run", {}).get("newest_source_ts_ms"),
+        "deletes": len(source.tombstones),  # tombstone sets: written again with the rows
+    }
+    changes = Changes(
+        columns=source.columns,
+        key=key,
+        truncated_before=source.truncated_before,
+        snapshots=source.snapshots,
+        positions=source.positions,
+        rows=live.read_state(spark, source),
+        truncated=False,
+        quarantine=None,
+        run=run,
+        into_empty=True,
+    )
+    staged = target.stage(spark, TableState(layout=source.layout), changes)
+    return target.commit(spark, staged)
 
 
 def swap(spark: SparkSession, generation_sink: GenerationSink) -> Generations:

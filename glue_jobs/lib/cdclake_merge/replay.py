@@ -248,8 +248,8 @@ class ReplaySink:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sink, name)
 
-    def load(self) -> Any:
-        self._real = self._sink.load()
+    def load(self, *, as_stored: bool = False) -> Any:
+        self._real = self._sink.load(as_stored=as_stored)
         if getattr(self._real, "legacy_applied", None) is not None:
             raise ValueError(
                 f"table {self._sink.table}: its last commit predates change-file positions; "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cdclake_merge.generations import read_generations
+from cdclake_merge.pending import TablePaths
 from cdclake_merge.positions import FolderPosition
 from cdclake_merge.recovery import DEFAULT_RETAIN_HOURS, DEFAULT_SAVEPOINT_DAYS
 from cdclake_merge.schema import Column
@@ -105,7 +106,7 @@ class Sink(Protocol):
     fs: FileSystem  # the filesystem of both
     quarantine_root: str
 
-    def load(self) -> TableState: ...
+    def load(self, *, as_stored: bool = False) -> TableState: ...
     def read_live(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
     def read_state(self, spark: SparkSession, state: TableState) -> DataFrame | None: ...
     def lookup_state(
@@ -197,9 +198,11 @@ def open_sink(
         retain_hours=retain_hours,
         savepoint_days=savepoint_days,
         generation=generation,
-        # Only commits readers see keep history: a generation being built (no catalog sync)
-        # restates every row with its snapshot reads, which are not changes of the rows.
-        history=bool(history) and sync_catalog,
+        # Only commits of the table's own changes keep history: a generation being built from
+        # a snapshot (no catalog sync) restates every row with its reads, which are not
+        # changes of the rows; one built as a copy applies the live generation's changes.
+        history=bool(history)
+        and (sync_catalog or _copy_being_built(fs, warehouse, table, generation)),
         # None: the format's own defaults (the contract knows no index sizes or budgets)
         **{
             name: value
@@ -211,6 +214,15 @@ def open_sink(
             if value is not None
         },
     )
+
+
+def _copy_being_built(fs: FileSystem, warehouse: str, table: str, generation: int) -> bool:
+    """Whether ``generation`` of the table is a rebuild by copy in progress (one GET of the
+    state object, for a generation being built only)."""
+    if generation < 2:
+        return False
+    state = read_generations(fs, TablePaths.of(warehouse, table).sidecar)
+    return state.copy and state.building == generation
 
 
 def open_existing_sink(
