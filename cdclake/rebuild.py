@@ -60,6 +60,11 @@ def begin_and_signal(fs: Any, place: LakePlace, signal: Callable[[str], None]) -
     return begin_signalled(fs, sidecar_of(place), place.changes, signal)
 
 
+def _no_spark() -> Any:
+    """The Spark factory of a sink that only reads files (nothing here reads rows)."""
+    raise RuntimeError("this step of cdclake rebuild reads no rows")
+
+
 def begin_copy(
     config: EnvironmentConfig, place: LakePlace, fs: Any, before: Generations
 ) -> Generations:
@@ -69,14 +74,26 @@ def begin_copy(
     from cdclake_merge.generations import begin_rebuild
     from cdclake_merge.rebuild import history_refusal
 
-    def no_spark() -> Any:
-        raise RuntimeError("the check before a rebuild by copy reads no rows")
-
-    live = config_generation_sink(config, place, no_spark, fs)(before.live, False)
+    live = config_generation_sink(config, place, _no_spark, fs)(before.live, False)
     refused = history_refusal(live, before)
     if refused is not None:
         fail(refused, 2)
     return begin_rebuild(fs, sidecar_of(place), place.changes, copy=True)
+
+
+def _abandon(config: EnvironmentConfig, place: LakePlace, fs: Any, before: Generations) -> None:
+    from cdclake_merge.rebuild import abandon
+
+    if before.building is None:
+        fail(f"{place.source_table}: no rebuild is in progress: nothing to abandon", 2)
+
+    abandon(config_generation_sink(config, place, _no_spark, fs))
+    console.print(
+        f"{place.source_table}: rebuild of generation {before.building} abandoned; generation "
+        f"{before.live} takes the table's runs again",
+        highlight=False,
+    )
+    print(json.dumps({"table": place.source_table, "abandoned": before.building}))
 
 
 def lake_signal(
@@ -172,7 +189,8 @@ def rebuild_locally(
         if time.monotonic() - started > timeout:
             raise RuntimeError(
                 f"{place.source_table}: generation {generation} not caught up after "
-                f"{timeout:g} s (is the snapshot still running? cdclake rebuild again continues)"
+                f"{timeout:g} s (is the snapshot still running, or change files still landing? "
+                "cdclake rebuild again continues)"
             )
         if not step.result.committed:
             time.sleep(LOCAL_POLL_SECONDS)
@@ -259,6 +277,14 @@ def rebuild(
         typer.Option(help="seconds to wait for the rebuild to catch up (locally, or --wait)"),
     ] = 3600.0,
     json_output: Annotated[bool, typer.Option("--json", help="AWS: print JSON")] = False,
+    abandon: Annotated[
+        bool,
+        typer.Option(
+            "--abandon",
+            help="give up the rebuild in progress (its new generation deleted; the live one "
+            "takes the runs again)",
+        ),
+    ] = False,
     config_dir: ConfigDirOption = None,
 ) -> None:
     """Rebuild a table beside the live one from a fresh incremental snapshot, then swap it in.
@@ -277,6 +303,9 @@ def rebuild(
     config = load_config(env, config_dir=config_dir)
     fs = AnyFileSystem()
     before = read_generations(fs, sidecar_of(place))
+    if abandon:
+        _abandon(config, place, fs, before)
+        return
     if place.history:
         state = begin_copy(config, place, fs, before)
     else:

@@ -97,6 +97,14 @@ def test_failures_of_rebuild_refusing_history_table_is_deterministic() -> None:
     assert failures is not None and failures.kind == "HistoryRefused"
 
 
+def test_failures_of_copy_continued_without_history_is_deterministic() -> None:
+    from cdclake_merge.rebuild import COPY_WITHOUT_HISTORY
+
+    line = f"RunFailed: cdclake merge failed: {COPY_WITHOUT_HISTORY.format(table='db.t')}"
+    failures = failures_of([_failed(line)])
+    assert failures is not None and failures.kind == "HistoryRefused"
+
+
 def test_failures_of_type_that_cannot_widen_is_deterministic() -> None:
     with pytest.raises(SchemaChangeError) as refused:
         widen("public.orders", "amount", "int", "string")

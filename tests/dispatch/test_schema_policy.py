@@ -31,6 +31,7 @@ from tests.dispatch.dispatch_helpers import (
     orders_turn,
     put_change_file,
     when,
+    write_generations_state,
 )
 
 CUSTOMERS = "public.customers"
@@ -128,6 +129,17 @@ def test_dispatch_needs_rebuild_history_table_layout_change_starts_a_copy_rebuil
         "rebuild",
         f"needs rebuild: {TABLE_TYPE_CHANGE}: a rebuild run",
     )
+
+
+def test_dispatch_copy_rebuild_meeting_a_type_change_parks_not_rerun_each_turn(
+    world: World,
+) -> None:
+    # A copy keeps the live types: its runs would fail on the type change every turn, billed.
+    failed_on_type_change(world, None, signals=True, history=True)
+    write_generations_state(world, ORDERS, live=1, building=2, start={}, copy=True)
+    decision = orders_turn(world)
+    assert not decision.start
+    assert decision.reason.startswith("parked: needs rebuild: amount decimal(10,2) -> ")
 
 
 def test_dispatch_needs_rebuild_history_table_key_change_parks(world: World) -> None:

@@ -5,12 +5,12 @@ delete, a stale redelivery of a deleted key); its rebuild copies the live genera
 generation 2, is cut once during the copy and once after it (as kills would leave it), and
 then applies what waits from the live checkpoint on, with its history, and swaps. The history
 holds each change once, with no gap, overlap or second current version; the live table is
-untouched until the swap. Refusals: a type change, a key change, quarantined lines waiting."""
+untouched until the swap; the quarantine's waiting lines come along; the swap registers the
+history's new partitions. Refusals: a type change, a key change, a run without history; abandon."""
 
 from __future__ import annotations
 
 import itertools
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +18,16 @@ from typing import Any
 
 import pytest
 
-from cdclake_merge.generations import Generations, read_generations
+from cdclake_merge.generations import (
+    Generations,
+    begin_rebuild,
+    read_generations,
+    write_generations,
+)
+from cdclake_merge.history import HISTORY_SUFFIX
 from cdclake_merge.layout import LayoutNeedsRebuild
-from cdclake_merge.rebuild import TableRun, history_refusal, rebuild_step
+from cdclake_merge.rebuild import TableRun, abandon, history_refusal, rebuild_step
+from cdclake_merge.replay import listing
 from cdclake_merge.sink import Sink, open_sink
 from tests.merge.support import (
     SOURCE_TS,
@@ -35,9 +42,12 @@ from tests.merge.support import (
 pytestmark = [pytest.mark.spark, pytest.mark.hudi]
 
 
-def change(op: str, id_: int, lsn: int, name: str | None = None) -> dict[str, Any]:
-    """A change committed ``lsn`` seconds after the first (validity reads as LSNs)."""
-    ts_ms = SOURCE_TS + lsn * 1000
+def change(
+    op: str, id_: int, lsn: int, name: str | None = None, *, later: int = 0
+) -> dict[str, Any]:
+    """A change committed ``lsn`` (and ``later``) seconds after the first (validity reads as
+    LSNs)."""
+    ts_ms = SOURCE_TS + (lsn + later) * 1000
     if op == "d":
         return envelope("d", lsn=lsn, before={"id": id_}, ts_ms=ts_ms)
     return envelope(op, lsn=lsn, after={"id": id_, "name": name}, ts_ms=ts_ms)
@@ -48,14 +58,16 @@ LIVE += [change("u", 1, 20, "b"), change("d", 3, 30)]
 # Written once the config asks for MERGE_ON_READ: the live table refuses them.
 WAITING = [change("u", 2, 40, "b"), change("c", 4, 41, "a"), change("d", 1, 42)]
 WAITING += [change("c", 3, 12, "a")]  # redelivered: older than key 3's tombstone, stale
-DURING = [change("u", 4, 50, "b")]  # after the copy, before the rebuild's next run
+DAY = 86_400  # DURING commits a day later: a history partition no live commit registered
+DURING = [change("u", 4, 50, "b", later=DAY)]  # after the copy, before the rebuild's next run
+BAD = "{not json"  # quarantined by the live table, waiting for a replay
 CHANGES = len(LIVE) + len(WAITING) - 1 + len(DURING)
 # (op, lsn, name, valid_from, valid_to) by key, times as LSNs.
 EXPECTED = {
     1: [("c", 10, "a", 10, 20), ("u", 20, "b", 20, 42), ("d", 42, "b", 42, 42)],
     2: [("c", 11, "a", 11, 40), ("u", 40, "b", 40, None)],
     3: [("c", 12, "a", 12, 30), ("d", 30, "a", 30, 30)],
-    4: [("c", 41, "a", 41, 50), ("u", 50, "b", 50, None)],
+    4: [("c", 41, "a", 41, 50 + DAY), ("u", 50, "b", 50 + DAY, None)],
 }
 
 
@@ -73,7 +85,7 @@ def generation_sink(lake: Lake, table_type: str = "MERGE_ON_READ", **spec: Any) 
             partition_fields=spec.get("partition", ()),
             sync_catalog=catalog,
             generation=generation,
-            history=1,
+            history=spec.get("history", 1),
         )
 
     return sink
@@ -95,8 +107,8 @@ def cut_at(sink: Sink, version: int) -> Path:
 
 
 def history_lake(spark: Any, root: Path) -> Lake:
-    lake = Lake(spark, root, services={"history": 1})
-    lake.write("a.json", LIVE)
+    lake = Lake(spark, root, services={"history": 1}, max_bad_fraction=0.5)
+    lake.write("a.json", [*LIVE, BAD])
     lake.merge()
     return lake
 
@@ -120,6 +132,8 @@ class Copied:
     history: list[dict[str, Any]]
     generation_type: str
     location: str  # the catalog entry's, after the swap
+    quarantine: list[str]  # the new generation's lines waiting for a replay
+    history_partitions: list[str]  # the history's, in the catalog after the swap
 
 
 def _rows(lake: Lake, sink: Sink) -> list[dict[str, Any]]:
@@ -178,7 +192,19 @@ def copied(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Copied:
         history_of(lake),
         table_type(live),
         catalog_location(lake),
+        [q.raw for q in listing(lake.fs, live.quarantine_root, state_version(live)).pending],
+        _history_partitions(lake),
     )
+
+
+def state_version(sink: Sink) -> int:
+    return sink.load().version
+
+
+def _history_partitions(lake: Lake) -> list[str]:
+    database, name = lake.table.split(".")
+    shown = lake.spark.sql(f"SHOW PARTITIONS `{database}`.`{name}{HISTORY_SUFFIX}`").collect()
+    return sorted(row[0] for row in shown)
 
 
 def test_rebuild_copy_live_merge_under_new_config_refused(copied: Copied) -> None:
@@ -278,24 +304,52 @@ def test_rebuild_copy_key_change_refused_naming_it(refusing: Lake) -> None:
     assert "table type" not in refused.split("which")[0]
 
 
-def test_rebuild_copy_quarantined_lines_waiting_refused(refusing: Lake) -> None:
-    sink = generation_sink(refusing)(1, False)
-    folder = Path(sink.quarantine_root) / "v00000001"
-    folder.mkdir(parents=True)
-    record = {"source_file": "a.json", "line": 7, "reason": "bad json", "raw": "{"}
-    (folder / "part-0.json").write_text(json.dumps(record) + "\n")
-    try:
-        refused = history_refusal(sink, Generations())
-    finally:
-        (folder / "part-0.json").unlink()
-        folder.rmdir()
-    assert refused is not None and "1 quarantined line(s) wait for a replay" in refused
-
-
-def test_rebuild_copy_layout_change_with_nothing_waiting_accepted(refusing: Lake) -> None:
+def test_rebuild_copy_layout_change_accepted(refusing: Lake) -> None:
     assert history_refusal(generation_sink(refusing)(1, False), Generations()) is None
 
 
 def test_rebuild_copy_a_snapshot_rebuild_in_progress_not_continued(refusing: Lake) -> None:
     refused = history_refusal(generation_sink(refusing)(1, False), Generations(building=2))
     assert refused is not None and "for a rebuild from a snapshot" in refused
+
+
+def test_rebuild_copy_carries_the_quarantined_lines_waiting_for_a_replay(copied: Copied) -> None:
+    # A replay reads only its own generation's quarantine: the live one's lines come along.
+    assert copied.quarantine == [BAD]
+
+
+def test_rebuild_copy_swap_registers_the_historys_new_partitions(copied: Copied) -> None:
+    # DURING's day had no history partition until the rebuild's run, which syncs no catalog.
+    assert copied.history_partitions == [
+        "_cdc_source_date=2023-11-14",
+        "_cdc_source_date=2023-11-15",
+    ]
+
+
+def test_rebuild_copy_continued_without_history_refused(refusing: Lake) -> None:
+    # A run without the table's config (no history) would apply changes without versions.
+    home = refusing.sink.sidecar
+    write_generations(refusing.fs, home, Generations(building=2, copy=True))
+    try:
+        with pytest.raises(ValueError, match=r"a rebuild by copy is in progress and keeps"):
+            rebuild_step(
+                lambda: refusing.spark,
+                refusing.fs,
+                generation_sink(refusing, history=0),
+                refusing.options,
+            )
+    finally:
+        write_generations(refusing.fs, home, Generations())
+
+
+def test_rebuild_abandon_deletes_the_generation_being_built(refusing: Lake) -> None:
+    sinks = generation_sink(refusing)
+    begun = begin_rebuild(refusing.fs, refusing.sink.sidecar, str(refusing.changes), copy=True)
+    built = sinks(2, False)
+    for folder in (built.root, built.sidecar, built.quarantine_root):
+        Path(folder).mkdir(parents=True)
+    state = abandon(sinks)
+    assert begun.building == 2 and begun.copy
+    assert (state.building, state.copy, state.live) == (None, False, 1)
+    assert read_generations(refusing.fs, refusing.sink.sidecar) == state
+    assert not any(Path(f).exists() for f in (built.root, built.sidecar, built.quarantine_root))

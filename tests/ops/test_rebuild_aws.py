@@ -155,17 +155,40 @@ def test_rebuild_aws_wait_still_building_when_time_is_up_exits_1(
     assert "public.orders: generation 2 still building after 0 s" in result.stderr
 
 
-def test_rebuild_aws_history_table_layout_change_begun_as_a_copy_without_dsn(
-    world: dict[str, Any],
-) -> None:
-    # A copy signals no snapshot: no database is needed, and the state object says copy.
+@pytest.fixture(scope="module")
+def copy_begun(world: dict[str, Any]) -> dict[str, Any]:
+    """`cdclake rebuild --json` of the table keeping its history: its output, state and runs."""
     result = _rebuild(world, HISTORY, "--json")
     assert result.returncode == 0, result.stderr
-    assert "rebuild of generation 2 begun (a copy of generation 1)" in result.stderr
+    return {"stderr": result.stderr, "state": _state(world, HISTORY), "runs": _runs(world, HISTORY)}
+
+
+def _state(world: dict[str, Any], table: str) -> dict[str, Any]:
     state = world["s3"].get_object(
-        Bucket=world["bucket"], Key=f"{world['sidecars'][HISTORY]}/{STATE}"
+        Bucket=world["bucket"], Key=f"{world['sidecars'][table]}/{STATE}"
     )
-    stored = json.loads(state["Body"].read())
+    stored: dict[str, Any] = json.loads(state["Body"].read())
+    return stored
+
+
+def test_rebuild_aws_history_table_layout_change_begun_as_a_copy_without_dsn(
+    copy_begun: dict[str, Any],
+) -> None:
+    # A copy signals no snapshot: no database is needed, and the state object says copy.
+    assert "rebuild of generation 2 begun (a copy of generation 1)" in copy_begun["stderr"]
+    stored = copy_begun["state"]
     assert (stored["building"], stored["copy"], stored["snapshot_id"]) == (2, True, None)
-    (run,) = _runs(world, HISTORY)
+    (run,) = copy_begun["runs"]
     assert run["Arguments"]["--mode"] == "rebuild"
+
+
+def test_rebuild_aws_abandon_leaves_no_rebuild_in_progress(
+    world: dict[str, Any], copy_begun: dict[str, Any]
+) -> None:
+    result = _rebuild(world, HISTORY, "--abandon")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"table": HISTORY, "abandoned": 2}
+    stored = _state(world, HISTORY)
+    assert (stored["live"], stored["building"], stored["copy"]) == (1, None, False)
+    again = _rebuild(world, HISTORY, "--abandon")
+    assert again.returncode == 2 and "no rebuild is in progress" in again.stderr

@@ -174,6 +174,19 @@ def registered_partitions(stack: LocalStack, database: str, table: str) -> list[
     return sorted(str(name).split("=", 1)[1] for (name,) in rows)
 
 
+def registered_partition_locations(stack: LocalStack, database: str, table: str) -> list[str]:
+    """Where each partition registered for ``table`` is stored, as the metastore says."""
+    rows = _metastore_rows(
+        stack,
+        'SELECT s."LOCATION" FROM "PARTITIONS" p JOIN "TBLS" t ON t."TBL_ID" = p."TBL_ID"'
+        ' JOIN "DBS" d ON d."DB_ID" = t."DB_ID" JOIN "SDS" s ON s."SD_ID" = p."SD_ID"'
+        ' WHERE d."NAME" = :db AND t."TBL_NAME" = :t',
+        db=database,
+        t=table,
+    )
+    return sorted(str(location) for (location,) in rows)
+
+
 def stack_with(root: Path, *, running: dict[str, int], stopped: tuple[str, ...]) -> LocalStack:
     """A stack's state file as ``local up`` writes it: ``running`` by name and PID (live
     processes), ``stopped`` the ones whose process has gone."""

@@ -13,9 +13,13 @@ each key's values, and the column types Trino reports. The registration Athena c
 reader by (names, input formats, partitions) is read from the metastore. Invoices keeps its
 history (issue #51): read by name through Trino after each phase, it holds every change a
 trigger in PostgreSQL logged, each key's in order, with versions that neither overlap nor
-stay open. Last, ``cdclake erase --env local`` forgets invoice 4 (deleted at the source in the
+stay open. Then ``cdclake erase --env local`` forgets invoice 4 (deleted at the source in the
 first phase): no file of the warehouse or change file of its topic holds its values any more,
-and every other key's history reads through Trino as before.
+and every other key's history reads through Trino as before. Last, a config asking invoices
+for a larger record index (``expected_rows``) is taken by ``cdclake rebuild --env local``,
+which rebuilds a table keeping its history as a copy (issues #49, #51), with changes waiting:
+through Trino the table and its history still equal PostgreSQL and its trigger's log, every
+partition registered points at the new generation, and the index has the new size.
 
 Trino 476's hudi connector reads a merge-on-read table from its base files only, under either
 name (``<table>`` and ``<table>_rt``): it equals the source while no change sits in a log file
@@ -30,8 +34,10 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import shutil
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,8 +46,10 @@ from cdclake.local import trino as local_trino
 from cdclake.local.stack import LocalStack
 from cdclake.query import engine_port
 from tests.query.query_helpers import (
+    ROOT,
     as_utc,
     registered_formats,
+    registered_partition_locations,
     registered_partitions,
     run_cli,
     stored_text,
@@ -474,3 +482,105 @@ def test_erase_capture_path_other_keys_history_unchanged(
 def test_erase_capture_path_prints_the_table_and_key(erased: dict[str, Any]) -> None:
     printed = erased["printed"]
     assert (printed["table"], printed["key"]) == (INVOICES, {"id": str(ERASED)})
+
+
+# --- a config change rebuilt as a copy (the table keeps its history) ---------------------------
+
+REBUILT_ROWS = 200_000_000  # expected_rows: a record index of 17 file groups, not 10
+
+
+@pytest.fixture(scope="module")
+def copied(
+    stack: LocalStack, port: int, erased: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Invoices' record index sized up by config (a copy of config/ here), with an insert and
+    an update waiting, rebuilt by `cdclake rebuild --env local` as an operator runs it; what
+    readers see after. A larger index than config asks is kept, so every later run of the
+    session's stack, under config/local.yaml, takes the rebuilt table as it is."""
+    from cdclake_merge.layout import stored_layout
+    from cdclake_merge.storage import LocalFileSystem
+    from environment.capacity import record_index_file_groups
+
+    config_dir = tmp_path_factory.mktemp("config")
+    shutil.copytree(ROOT / "config", config_dir, dirs_exist_ok=True)
+    local, entry = config_dir / "local.yaml", f"  - name: {INVOICES}\n"
+    assert entry in local.read_text()
+    local.write_text(
+        local.read_text().replace(entry, f"{entry}    expected_rows: {REBUILT_ROWS}\n")
+    )
+    # A merge first: the erase deleted the metadata table, whose record index the next commit
+    # builds again (until then no stored index size differs from config's).
+    with stack.connect() as conn:
+        conn.run("UPDATE public.invoices SET amount = 9.99 WHERE id = 5")
+    _marked(stack, "marker-indexed")
+    _merge(stack)
+    with stack.connect() as conn:
+        _invoice(conn, 9, "2026-06-02", "9.00")
+        conn.run("UPDATE public.invoices SET amount = 8.80 WHERE id = 8")
+    _marked(stack, "marker-copied")
+    ran = run_cli(
+        stack.root,
+        *("rebuild", "--env", "local", "--table", INVOICES, "--config-dir", str(config_dir)),
+        *("--timeout", "300"),
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    root = Path(stack.status()["warehouse"]) / f"{DATABASE}.db" / f"{_lake_name(INVOICES)}__g2"
+    locations = registered_partition_locations(stack, DATABASE, _lake_name(INVOICES))
+    try:
+        read = _read(stack, port, INVOICES, [*COLUMNS[INVOICES], ADDED[INVOICES]])
+    except Exception as exc:  # what Trino and the metastore said, for the reader of a CI log
+        log = (stack.root / "logs" / "trino.log").read_text()[-6000:]
+        raise AssertionError(f"{exc}\nlocations {locations}\n{log}") from None
+    stored = stored_layout(LocalFileSystem(), str(root / ".hoodie"))
+    return {
+        "printed": ran.stderr,
+        "read": read,
+        "history": _history(stack, port),
+        "locations": locations,
+        "partitions": registered_partitions(stack, DATABASE, _lake_name(INVOICES)),
+        "groups": stored.record_index_file_groups if stored else None,
+        "wanted": record_index_file_groups(REBUILT_ROWS),
+    }
+
+
+def test_rebuild_copy_capture_path_begun_as_a_copy_and_swapped(copied: dict[str, Any]) -> None:
+    assert "rebuild of generation 2 begun (a copy of generation 1)" in copied["printed"]
+    assert "caught up and swapped in" in copied["printed"]
+
+
+def test_rebuild_copy_capture_path_table_through_trino_equals_postgres(
+    copied: dict[str, Any],
+) -> None:
+    assert copied["read"]["trino"] == copied["read"]["postgres"]
+    assert [
+        float(next(r[3] for r in copied["read"]["trino"] if r[0] == 5)),
+        max(r[0] for r in copied["read"]["trino"]),
+    ] == [9.99, 9]
+
+
+def test_rebuild_copy_capture_path_history_is_every_change_but_the_erased_key(
+    copied: dict[str, Any],
+) -> None:
+    history = copied["history"]
+    columns = ("customer", "issued_on", "amount", "notes")
+    op = {"r": "c"}
+    seen = [
+        [r["id"], op.get(r["_cdc_op"], r["_cdc_op"]), *(r[c] for c in columns)]
+        for r in history["trino"]
+    ]
+    assert seen == [list(row) for row in history["audit"] if row[0] != ERASED]
+    current = sorted(r["id"] for r in history["trino"] if r["_cdc_current"])
+    assert current == history["live"] == [5, 8, 9]
+
+
+def test_rebuild_copy_capture_path_partitions_point_at_the_new_generation(
+    copied: dict[str, Any],
+) -> None:
+    assert copied["partitions"] and len(copied["locations"]) == len(copied["partitions"])
+    generation = f"/{_lake_name(INVOICES)}__g2/"
+    assert all(generation in location for location in copied["locations"]), copied["locations"]
+
+
+def test_rebuild_copy_capture_path_record_index_takes_the_new_size(copied: dict[str, Any]) -> None:
+    assert copied["groups"] == copied["wanted"] == 17

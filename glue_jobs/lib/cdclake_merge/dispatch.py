@@ -592,6 +592,9 @@ def _holding(survey: Survey, begun: Mapping[str, str]) -> Failures | None:
     failures = survey.failures
     rebuilt = survey.generations.building is not None or survey.target.table in begun
     if rebuilt and failures and failures.kind == NEEDS_REBUILD:
+        # A copy keeps the live types: a type change its own runs meet holds it still.
+        if survey.generations.copy and not rebuilt_as_copy(failures.newest.error):
+            return failures
         return None
     return failures
 

@@ -62,11 +62,13 @@ DETERMINISTIC = (
     ("ConfigError", re.compile(r"--\w+ must be (a positive whole number|one of)")),
     ("ConfigError", re.compile(r"table.type must be COPY_ON_WRITE or MERGE_ON_READ")),
     # cdclake_merge.rebuild.HISTORY_REFUSED: a rebuild run of a table that keeps its history
-    # (history switched on while a rebuild was in progress); each retry would be refused too.
+    # for what a copy does not take; each retry would be refused too.
     ("HistoryRefused", re.compile(r"keeps its history \(history: true\): a rebuild would")),
+    # cdclake_merge.rebuild.COPY_WITHOUT_HISTORY: a job that would continue a copy without it.
+    ("HistoryRefused", re.compile(r"a rebuild by copy is in progress and keeps the table's")),
 )
-# What a table that keeps its history needs instead of ``cdclake rebuild`` (which refuses it:
-# cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
+# What a table that keeps its history needs for a change a rebuild by copy does not take
+# (cdclake_merge.rebuild.HISTORY_REFUSED), for the dispatcher's and ``status``'s lines.
 HISTORY_NOT_REBUILT = (
     "the table keeps its history (history: true), which a rebuild carries only through a "
     "change of its table type, partitioning or record index size (issue #51): see "

@@ -48,7 +48,7 @@ from cdclake_merge.hudi_options import (
     READ_OPTIONS,
     hudi_options,
 )
-from cdclake_merge.layout import Layout, check_layout
+from cdclake_merge.layout import PROPERTIES, Layout, check_layout
 from cdclake_merge.pending import (
     CATALOG_UNSYNCED,
     CHECKPOINT_KEY,
@@ -457,18 +457,7 @@ class HudiTable:
             for field in layout
             for name in (HISTORY_COLUMNS if field == IS_DELETED else [field])
         ]
-        options = hudi_options(
-            database=self.database,
-            table=history,
-            record_key=(*self.key, ORDER),
-            partition_fields=(SOURCE_DATE,),
-            retain_hours=self.retain_hours,
-            record_index_file_groups=(
-                self.record_index_file_groups or DEFAULT_RECORD_INDEX_FILE_GROUPS
-            ),
-            clean_every_commits=self.clean_every_commits,
-            sync_catalog=self.sync_catalog,
-        )
+        options = self._history_options(sync_catalog=self.sync_catalog)
         frame = rows.select(*(f"`{name}`" for name in history_layout))
         try:
             frame.write.format("hudi").options(**options).mode("append").save(
@@ -476,6 +465,30 @@ class HudiTable:
             )
         except Exception as exc:
             raise _one_line(exc, f"{self.database}.{history}", previous.version + 1) from None
+
+    def _history_options(self, *, sync_catalog: bool) -> dict[str, str]:
+        return hudi_options(
+            database=self.database,
+            table=f"{self.name}{HISTORY_SUFFIX}",
+            record_key=(*self.key, ORDER),
+            partition_fields=(SOURCE_DATE,),
+            retain_hours=self.retain_hours,
+            record_index_file_groups=(
+                self.record_index_file_groups or DEFAULT_RECORD_INDEX_FILE_GROUPS
+            ),
+            clean_every_commits=self.clean_every_commits,
+            sync_catalog=sync_catalog,
+        )
+
+    def register_history(self, spark: SparkSession) -> None:
+        """Register the history table's newest commit in the catalog, where it has one: after
+        a rebuild by copy, whose runs wrote history rows without the sync (new source-date
+        partitions, the table itself if the copy's runs made it)."""
+        if self.history and self.fs.exists(join(self.history_root, ".hoodie", PROPERTIES)):
+            history = f"{self.database}.{self.name}{HISTORY_SUFFIX}"
+            self._meta_sync(
+                spark, self.history_root, self._history_options(sync_catalog=True), history
+            )
 
     def _options(self, **write: Any) -> dict[str, str]:
         """This table's Hudi options (:func:`hudi_options`), with ``write``'s settings."""
@@ -550,8 +563,33 @@ class HudiTable:
             if catalog.tableExists(self.database, name):
                 catalog.alterTableDataSchema(self.database, name, java_schema)
         self.register(spark, state)
+        if self.partition_fields:
+            for name in names:
+                self._drop_partitions_elsewhere(spark, name)
         for name in names:  # this session's cached plan of the entry read the old generation
             spark.catalog.refreshTable(f"`{self.database}`.`{name}`")
+
+    def _drop_partitions_elsewhere(self, spark: SparkSession, name: str) -> None:
+        """Drop from the catalog entry ``name`` the partitions stored outside this generation,
+        their data left where it is: the sync moves only the partitions this generation wrote,
+        and one the old generation had but this one holds no row in (emptied by deletes or a
+        truncate, or another partitioning) would keep pointing at the old folder, which readers
+        then fail on (Trino: HUDI_CANNOT_OPEN_SPLIT) and the retired generation's removal
+        deletes."""
+        jvm: Any = spark.sparkContext._jvm
+        catalog = spark._jsparkSession.sharedState().externalCatalog()
+        root = _local_path(self._uri(self.root)).rstrip("/") + "/"
+        partitions = catalog.listPartitions(self.database, name, jvm.scala.Option.empty())
+        elsewhere = jvm.java.util.ArrayList()
+        found = partitions.iterator()
+        while found.hasNext():
+            partition = found.next()
+            if not _local_path(str(partition.location().toString())).startswith(root):
+                elsewhere.add(partition.spec())
+        if elsewhere.isEmpty():
+            return
+        specs = jvm.scala.collection.JavaConverters.asScalaBufferConverter(elsewhere).asScala()
+        catalog.dropPartitions(self.database, name, specs.toSeq(), True, False, True)
 
     def register(self, spark: SparkSession, state: TableState) -> None:
         """Register the newest commit in the catalog, as the commit's own sync would have.
@@ -559,13 +597,21 @@ class HudiTable:
         For a commit whose sync failed (a catalog error, throttling, a run killed between
         the two): the data is in the table, so the run that finds nothing new does this.
         """
-        options = self._options(sync_catalog=True)
+        self._meta_sync(
+            spark, self.root, self._options(sync_catalog=True), self.table, state.version
+        )
+        self.fs.delete(self._unsynced_marker())
+
+    def _meta_sync(
+        self, spark: SparkSession, path: str, options: dict[str, str], table: str, version: int = 0
+    ) -> None:
+        """Hudi's Hive sync of the table at ``path`` with ``options``, as a commit's own."""
         jvm: Any = spark.sparkContext._jvm
         properties = jvm.org.apache.hudi.common.config.TypedProperties()
         for name, value in options.items():
             properties.setProperty(name, value)
         conf = spark._jsparkSession.sessionState().newHadoopConf()
-        root = self._uri(self.root)
+        root = self._uri(path)
         try:
             jvm.org.apache.hudi.sync.common.util.SyncUtilHelpers.runHoodieMetaSync(
                 "org.apache.hudi.hive.HiveSyncTool",
@@ -576,8 +622,12 @@ class HudiTable:
                 "PARQUET",
             )
         except Exception as exc:
-            raise _one_line(exc, self.table, state.version) from None
-        self.fs.delete(self._unsynced_marker())
+            raise _one_line(exc, table, version) from None
+
+
+def _local_path(uri: str) -> str:
+    """``file:/x``, ``file:///x`` and ``/x`` as one spelling; other schemes as they are."""
+    return "/" + uri.removeprefix("file:").lstrip("/") if uri.startswith(("file:", "/")) else uri
 
 
 def _one_line(exc: Exception, table: str, version: int) -> Exception:

@@ -50,11 +50,12 @@ HISTORY_REFUSED = (
     "for {change}, which is not built yet (issue #51; a rebuild takes its table type, "
     "partitioning and record index size); nothing was begun"
 )
-QUARANTINE_REFUSED = (
-    "table {table} keeps its history (history: true) and {lines} quarantined line(s) wait "
-    "for a replay, which a rebuild by copy would leave behind: replay them first "
-    "(cdclake quarantine replay); nothing was begun"
+# A copy continued by a run that keeps no history would apply changes without their versions.
+COPY_WITHOUT_HISTORY = (
+    "table {table}: a rebuild by copy is in progress and keeps the table's history, which this "
+    "run does not write (run it with the table's config: --env, or the job's --history 1)"
 )
+QUARANTINE_DDL = "source_file string, line bigint, reason string, raw string"  # job._quarantine
 
 # A sink of the table's generation n; ``catalog``: whether its commits sync the catalog.
 GenerationSink = Callable[[int, bool], Sink]
@@ -207,6 +208,8 @@ def rebuild_step(
         state = begin_signalled(home.fs, home.sidecar, options.changes, signal, fs)
     else:
         state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
+    if state.copy and not generation_sink(state.building or 0, False).history:
+        raise ValueError(COPY_WITHOUT_HISTORY.format(table=options.table))
     copied = state.copy and copy_live_once(spark_factory, generation_sink, state, options.key)
     done = snapshot_done or (
         notifications is not None
@@ -234,6 +237,32 @@ def rebuild_step(
     )
 
 
+def abandon(generation_sink: GenerationSink) -> Generations:
+    """Give up the rebuild in progress: the generation being built is deleted (its folder,
+    sidecar and quarantine) and the state object names none, so the live generation takes the
+    table's runs again. For a rebuild that cannot finish (a copy meeting a type change it does
+    not take); the live generation was never written meanwhile. Deleting what is gone does
+    nothing, so one killed midway is finished by the next."""
+    home = _home(generation_sink)
+    state = read_generations(home.fs, home.sidecar)
+    if state.building is None:
+        raise ValueError("no rebuild is in progress: nothing to abandon")
+    built = generation_sink(state.building, False)
+    for path in (built.root, built.sidecar, built.quarantine_root):
+        built.fs.delete(path)
+    done = replace(
+        state,
+        building=None,
+        start={},
+        began_at=None,
+        snapshot_id=None,
+        signal_sent=True,
+        copy=False,
+    )
+    write_generations(home.fs, home.sidecar, done)
+    return done
+
+
 def history_refusal(live: Sink, state: Generations) -> str | None:
     """Why a table that keeps its history is not rebuilt now (a one-line reason), or None: it
     is, as a copy. ``live``: its live generation opened with config's spec; ``state``: the
@@ -252,9 +281,9 @@ def history_refusal(live: Sink, state: Generations) -> str | None:
     else:
         change = "anything but a change of its layout (a column's type)"
         return HISTORY_REFUSED.format(table=live.table, change=change)
-    waiting = listing(live.fs, live.quarantine_root, stored.version).pending
-    if waiting:
-        return QUARANTINE_REFUSED.format(table=live.table, lines=len(waiting))
+    if stored.legacy_applied is not None:
+        change = "a table whose last commit predates change-file positions (merge it once first)"
+        return HISTORY_REFUSED.format(table=live.table, change=change)
     return None
 
 
@@ -270,7 +299,9 @@ def copy_live_once(
     from where the live one stopped and each key's stored row is its history's open version.
     None when it was made already (a run killed after it finds it, one killed during it
     writes it again). A tombstone's retention counts again from the copy: kept longer, never
-    shorter; the copy writes no history row (it is no change)."""
+    shorter; the copy writes no history row (it is no change). The live generation's
+    quarantined lines that wait for a replay go with it, as its first commit's: a replay reads
+    its own generation's quarantine only."""
     assert state.building is not None
     target = generation_sink(state.building, False)
     if target.newest_checkpoint() is not None:
@@ -283,6 +314,8 @@ def copy_live_once(
         "newest_source_ts_ms": source.checkpoint.get("run", {}).get("newest_source_ts_ms"),
         "deletes": len(source.tombstones),  # tombstone sets: written again with the rows
     }
+    waiting = listing(live.fs, live.quarantine_root, source.version)
+    lines = [(q.source_file, q.line, waiting.reasons[q.id], q.raw) for q in waiting.pending]
     changes = Changes(
         columns=source.columns,
         key=key,
@@ -291,8 +324,8 @@ def copy_live_once(
         positions=source.positions,
         rows=live.read_state(spark, source),
         truncated=False,
-        quarantine=None,
-        run=run,
+        quarantine=spark.createDataFrame(lines, QUARANTINE_DDL) if lines else None,
+        run={**run, "quarantined": len(lines)},
         into_empty=True,
     )
     staged = target.stage(spark, TableState(layout=source.layout), changes)
@@ -311,6 +344,7 @@ def swap(spark: SparkSession, generation_sink: GenerationSink) -> Generations:
         write_generations(home.fs, home.sidecar, state)
     sink = generation_sink(state.live, True)
     sink.take_over_catalog(spark, sink.load())
+    sink.register_history(spark)  # a copy's runs wrote history rows without the sync
     done = replace(state, catalog_pending=False)
     write_generations(home.fs, home.sidecar, done)
     return done
