@@ -202,9 +202,12 @@ def state_version(sink: Sink) -> int:
 
 
 def _history_partitions(lake: Lake) -> list[str]:
+    """As the metastore holds them (Spark's SHOW PARTITIONS of a Hudi table lists its files)."""
     database, name = lake.table.split(".")
-    shown = lake.spark.sql(f"SHOW PARTITIONS `{database}`.`{name}{HISTORY_SUFFIX}`").collect()
-    return sorted(row[0] for row in shown)
+    catalog = lake.spark._jsparkSession.sharedState().externalCatalog()
+    none = lake.spark.sparkContext._jvm.scala.Option.empty()
+    names = catalog.listPartitionNames(database, f"{name}{HISTORY_SUFFIX}", none)
+    return sorted(str(names.apply(i)) for i in range(names.size()))
 
 
 def test_rebuild_copy_live_merge_under_new_config_refused(copied: Copied) -> None:
