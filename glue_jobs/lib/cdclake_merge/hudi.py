@@ -570,12 +570,9 @@ class HudiTable:
             spark.catalog.refreshTable(f"`{self.database}`.`{name}`")
 
     def _drop_partitions_elsewhere(self, spark: SparkSession, name: str) -> None:
-        """Drop from the catalog entry ``name`` the partitions stored outside this generation,
-        their data left where it is: the sync moves only the partitions this generation wrote,
-        and one the old generation had but this one holds no row in (emptied by deletes or a
-        truncate, or another partitioning) would keep pointing at the old folder, which readers
-        then fail on (Trino: HUDI_CANNOT_OPEN_SPLIT) and the retired generation's removal
-        deletes."""
+        """Drop from entry ``name`` the partitions stored outside this generation (data left):
+        the sync moves only those it wrote, and one this generation holds no row in would point
+        at the old folder, which readers fail on (Trino: HUDI_CANNOT_OPEN_SPLIT)."""
         jvm: Any = spark.sparkContext._jvm
         catalog = spark._jsparkSession.sharedState().externalCatalog()
         root = _local_path(self._uri(self.root)).rstrip("/") + "/"
