@@ -522,8 +522,9 @@ def check_stored_tables(config: EnvironmentConfig, session: boto3.Session) -> Ch
         read += 1
         _, live = live_generation(fs, place.warehouse, place.lake_table)
         timeline = TablePaths.of(place.warehouse, live).timeline
-        copied = copy_takes(layout_reasons(fs, place, timeline))
-        for warning in layout_warnings(fs, place, timeline):
+        reasons = layout_reasons(fs, place, timeline)
+        copied = copy_takes(reasons)
+        for warning in layout_warnings(place, reasons):
             if table.history and not copied:  # only a change of its layout is rebuilt (#51)
                 follows = "after the deploy its runs park (history: true)"
             elif table.schema_changes == "rebuild":

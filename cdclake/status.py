@@ -98,7 +98,7 @@ def table_status(
             state = sink.load()
             timeline = getattr(sink, "timeline", None)
             if timeline:
-                warnings += layout_warnings(fs, place, timeline)
+                warnings += layout_warnings(place, layout_reasons(fs, place, timeline))
             instant = last_instant(fs, timeline) if timeline and state.exists else None
             row["version"] = state.version
             row["last_commit"] = (
@@ -164,13 +164,12 @@ def table_status(
         row["rebuilding"] = rebuilding(generations)
     except Exception as exc:
         errors.append(f"rebuild state: {error_line(exc, ERROR_CHARS)}")
-    change = rebuild_change(str((row["last_run"] or {}).get("detail", "")))
+    detail = str((row["last_run"] or {}).get("detail", ""))
+    change = rebuild_change(detail)
     # A rebuild in progress is what the failed run asked for: the row says how far it is.
     if change is not None and row["rebuilding"] is None:
-        copied = rebuilt_as_copy(str((row["last_run"] or {}).get("detail", "")))
-        warnings.append(
-            f"needs rebuild: {change} (its last run failed): {rebuild_remedy(place, copied)}"
-        )
+        remedy = rebuild_remedy(place, rebuilt_as_copy(detail))
+        warnings.append(f"needs rebuild: {change} (its last run failed): {remedy}")
     row["errors"], row["warnings"] = errors, warnings
     return row
 
@@ -197,12 +196,11 @@ def layout_reasons(fs: Any, place: LakePlace, timeline: str) -> list[str]:
     return rebuild_reasons(stored, wanted) if stored is not None else []
 
 
-def layout_warnings(fs: Any, place: LakePlace, timeline: str) -> list[str]:
-    """A warning when config asks for what only a rebuild gives the stored table
-    (:func:`layout_reasons`): what the merge run would refuse."""
+def layout_warnings(place: LakePlace, reasons: list[str]) -> list[str]:
+    """A warning when config asks for what only a rebuild gives the stored table (``reasons``,
+    :func:`layout_reasons`): what the merge run would refuse."""
     from cdclake_merge.layout import copy_takes
 
-    reasons = layout_reasons(fs, place, timeline)
     if not reasons:
         return []
     return [

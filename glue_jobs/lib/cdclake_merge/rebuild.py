@@ -208,9 +208,12 @@ def rebuild_step(
         state = begin_signalled(home.fs, home.sidecar, options.changes, signal, fs)
     else:
         state = begin_rebuild(home.fs, home.sidecar, options.changes, fs)
-    if state.copy and not generation_sink(state.building or 0, False).history:
-        raise ValueError(COPY_WITHOUT_HISTORY.format(table=options.table))
-    copied = state.copy and copy_live_once(spark_factory, generation_sink, state, options.key)
+    copied = None
+    if state.copy:
+        assert state.building is not None  # begin_rebuild returns a rebuild in progress
+        if not generation_sink(state.building, False).history:
+            raise ValueError(COPY_WITHOUT_HISTORY.format(table=options.table))
+        copied = copy_live_once(spark_factory, generation_sink, state, options.key)
     done = snapshot_done or (
         notifications is not None
         and state.snapshot_id is not None
@@ -224,7 +227,7 @@ def rebuild_step(
     )
     assert state.building is not None
     built = generation_sink(state.building, False).load()
-    copied_version = copied.version if copied else None
+    copied_version = copied.version if copied is not None else None
     if not built.exists or not caught_up(state, ends, built.positions, done):
         return TableRun(state, result, rebuilding=True, copied=copied_version)
     return TableRun(
