@@ -247,9 +247,17 @@ def command(java: Path, home: Path, etc: Path, node: dict[str, str]) -> list[str
 
 
 def ready(port: int) -> bool:
-    """The server finished starting: every catalog is loaded and queries are accepted."""
+    """The server finished starting and has a node to run a query's splits on.
+
+    ``/v1/info`` says "not starting" once every catalog is loaded, but the coordinator is a
+    worker only after it has announced itself to discovery; a table scan sent in between fails
+    with NO_NODES_AVAILABLE (seen in CI's run of 2026-12-04), so the active nodes are counted too.
+    """
     info = requests.get(f"http://127.0.0.1:{port}/v1/info", timeout=5).json()
-    return info.get("starting") is False
+    if info.get("starting") is not False:
+        return False
+    nodes = run_query(port, "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'")
+    return bool(nodes.rows[0][0])
 
 
 def ensure_running(
