@@ -6,7 +6,8 @@ generation 2, is cut once during the copy and once after it (as kills would leav
 then applies what waits from the live checkpoint on, with its history, and swaps. The history
 holds each change once, with no gap, overlap or second current version; the live table is
 untouched until the swap; the quarantine's waiting lines come along; the swap registers the
-history's new partitions. Refusals: a type change, a key change, a run without history; abandon."""
+history's new partitions. Then back to COPY_ON_WRITE: the swap drops the `_rt` entry. Refusals: a
+type change, a key change, a run without history; abandon."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from cdclake_merge.generations import (
 )
 from cdclake_merge.history import HISTORY_SUFFIX
 from cdclake_merge.layout import LayoutNeedsRebuild
-from cdclake_merge.rebuild import TableRun, abandon, history_refusal, rebuild_step
+from cdclake_merge.rebuild import TableRun, abandon, history_refusal, merge_table, rebuild_step
 from cdclake_merge.replay import listing
 from cdclake_merge.sink import Sink, open_sink
 from tests.merge.support import (
@@ -356,3 +357,62 @@ def test_rebuild_abandon_deletes_the_generation_being_built(refusing: Lake) -> N
     assert (state.building, state.copy, state.live) == (None, False, 1)
     assert read_generations(refusing.fs, refusing.sink.sidecar) == state
     assert not any(Path(f).exists() for f in (built.root, built.sidecar, built.quarantine_root))
+
+
+# --- and back: MERGE_ON_READ rebuilt as COPY_ON_WRITE ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reverted:
+    name: str  # the table's catalog entry
+    tables: set[str]  # the database's catalog entries after the swap
+    location: str
+    rows: list[dict[str, Any]]
+    rt_before: bool  # the MERGE_ON_READ generation's `_rt` entry, before this rebuild
+    old_generation_kept: bool  # generation 2's files, after the swap (removed a run later)
+
+
+@pytest.fixture(scope="module")
+def reverted(copied: Copied) -> Reverted:
+    """``copied``'s table (MERGE_ON_READ, generation 2) rebuilt as COPY_ON_WRITE again."""
+    lake = copied.lake
+    database, name = lake.table.split(".")
+    catalog = lake.spark._jsparkSession.sharedState().externalCatalog()
+    rt_before = bool(catalog.tableExists(database, f"{name}_rt"))
+    lake.write("d.json", [change("u", 2, 60, "c")])  # its commit removes generation 1
+    merged = merge_table(lambda: lake.spark, lake.fs, generation_sink(lake), lake.options)
+    assert merged.removed == 1, merged
+    sinks = generation_sink(lake, "COPY_ON_WRITE")
+    for _ in range(3):
+        if rebuild_step(lambda: lake.spark, lake.fs, sinks, lake.options).swapped:
+            break
+    state = read_generations(lake.fs, lake.sink.sidecar)
+    assert state.live == 3, state
+    tables = {t.name for t in lake.spark.catalog.listTables(database)}
+    return Reverted(
+        name,
+        tables,
+        catalog_location(lake),
+        _rows(lake, sinks(3, False)),
+        rt_before,
+        Path(sinks(2, False).root).is_dir(),
+    )
+
+
+def test_rebuild_back_to_copy_on_write_drops_the_rt_entry(reverted: Reverted) -> None:
+    # Left, it would read generation 2 until that is removed, and then fail.
+    assert reverted.rt_before
+    assert f"{reverted.name}_rt" not in reverted.tables and reverted.name in reverted.tables
+
+
+def test_rebuild_back_to_copy_on_write_entry_reads_the_new_generation(
+    reverted: Reverted,
+) -> None:
+    assert reverted.location.rstrip("/").endswith("__g3")
+    assert reverted.rows == [{"id": 2, "name": "c"}, {"id": 4, "name": "b"}]
+
+
+def test_rebuild_back_to_copy_on_write_old_generation_files_left_for_the_next_run(
+    reverted: Reverted,
+) -> None:
+    assert reverted.old_generation_kept

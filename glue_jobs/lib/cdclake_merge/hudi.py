@@ -547,11 +547,10 @@ class HudiTable:
         return state
 
     def take_over_catalog(self, spark: SparkSession, state: TableState) -> None:
-        """Point the table's catalog entry (and ``_rt``'s, MERGE_ON_READ) at this generation
-        by registering its newest commit there: a rebuild's swap. Hudi 0.15's sync sets the
-        entry's location to the base path it syncs (``updateLastCommitTimeSynced``) but
-        refuses to change a column's type ("Could not convert field Type"), so the columns
-        are set first, through the session's catalog."""
+        """Point the table's catalog entry (and ``_rt``'s, MERGE_ON_READ; COPY_ON_WRITE keeps
+        none) at this generation by registering its newest commit there: a rebuild's swap.
+        Hudi 0.15's sync sets the entry's location to the base path it syncs but refuses to
+        change a column's type, so the columns are set first, through the session's catalog."""
         names = [self.name, *([f"{self.name}_rt"] if self.table_type == "MERGE_ON_READ" else [])]
         stored = spark.read.format("hudi").options(**READ_OPTIONS).load(self._uri(self.root))
         data = [f for f in stored.schema.fields if f.name not in self.partition_fields]
@@ -563,6 +562,9 @@ class HudiTable:
             if catalog.tableExists(self.database, name):
                 catalog.alterTableDataSchema(self.database, name, java_schema)
         self.register(spark, state)
+        if self.table_type != "MERGE_ON_READ":
+            # Rebuilt from MERGE_ON_READ: `_rt` reads the old generation, then fails (it is gone).
+            catalog.dropTable(self.database, f"{self.name}_rt", True, False)
         if self.partition_fields:
             for name in names:
                 self._drop_partitions_elsewhere(spark, name)
