@@ -96,6 +96,47 @@ def _abandon(config: EnvironmentConfig, place: LakePlace, fs: Any, before: Gener
     print(json.dumps({"table": place.source_table, "abandoned": before.building}))
 
 
+def _swapped_already(
+    config: EnvironmentConfig, place: LakePlace, fs: Any, before: Generations, *, json_output: bool
+) -> None:
+    """The command run again after a swap it did not live to report (killed, or its output
+    lost): nothing is begun, since another rebuild would cost a whole snapshot or copy; a swap
+    cut short before its catalog update is finished here locally, by the next run on AWS."""
+    console.print(
+        f"{place.source_table}: rebuild of generation {before.live} already swapped in; "
+        f"generation {before.retired} is removed by the next merge run, and a rebuild can "
+        "begin after it",
+        highlight=False,
+    )
+    if not place.local:
+        if before.catalog_pending:
+            console.print("the catalog update is finished by the table's next run", highlight=False)
+        if json_output:
+            print(json.dumps({"table": place.source_table, "live": before.live, "swapped": True}))
+        return
+    from cdclake.lake_reader import local_spark
+    from cdclake.ops import local_path
+    from cdclake_merge.rebuild import follow_live
+
+    started = time.monotonic()
+    factory = local_spark(local_path(place.warehouse))
+    state = follow_live(factory, config_generation_sink(config, place, factory, fs))
+    print(json.dumps(_done(factory, place, state.live, started)))
+
+
+def _done(
+    factory: Callable[[], Any], place: LakePlace, generation: int, started: float
+) -> dict[str, Any]:
+    """The line a local rebuild prints when its generation is live."""
+    rows = factory().sql(f"SELECT count(*) FROM {place.lake_table}").collect()[0][0]
+    return {
+        "table": place.source_table,
+        "generation": generation,
+        "rows": int(rows),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
 def lake_signal(
     config: EnvironmentConfig, table: str, *, dsn: str | None, secret_id: str | None, no_ssl: bool
 ) -> Callable[[str], None]:
@@ -194,13 +235,7 @@ def rebuild_locally(
             )
         if not step.result.committed:
             time.sleep(LOCAL_POLL_SECONDS)
-    rows = factory().sql(f"SELECT count(*) FROM {place.lake_table}").collect()[0][0]
-    return {
-        "table": place.source_table,
-        "generation": step.state.live,
-        "rows": int(rows),
-        "seconds": round(time.monotonic() - started, 1),
-    }
+    return _done(factory, place, step.state.live, started)
 
 
 # --- AWS: runs of the table's Glue job --------------------------------------------------------
@@ -305,6 +340,9 @@ def rebuild(
     before = read_generations(fs, sidecar_of(place))
     if abandon:
         _abandon(config, place, fs, before)
+        return
+    if before.building is None and before.retired is not None:
+        _swapped_already(config, place, fs, before, json_output=json_output or wait)
         return
     if place.history:
         state = begin_copy(config, place, fs, before)

@@ -192,3 +192,27 @@ def test_rebuild_aws_abandon_leaves_no_rebuild_in_progress(
     assert (stored["live"], stored["building"], stored["copy"]) == (1, None, False)
     again = _rebuild(world, HISTORY, "--abandon")
     assert again.returncode == 2 and "no rebuild is in progress" in again.stderr
+
+
+@pytest.fixture(scope="module")
+def swapped_already(world: dict[str, Any]) -> Any:
+    """`cdclake rebuild --json` of a table whose rebuild swapped before its command could say
+    so (killed, or its output lost): generation 2 live, its catalog update not done yet."""
+    key = f"{world['sidecars'][FRESH]}/{STATE}"
+    swapped = {"live": 2, "catalog_pending": True, "retired": 1, "swapped_version": 3}
+    world["s3"].put_object(Bucket=world["bucket"], Key=key, Body=json.dumps(swapped).encode())
+    yield _rebuild(world, FRESH, "--json")
+    world["s3"].delete_object(Bucket=world["bucket"], Key=key)
+
+
+def test_rebuild_aws_run_again_after_the_swap_reports_it_and_begins_nothing(
+    world: dict[str, Any], swapped_already: Any
+) -> None:
+    assert swapped_already.returncode == 0, swapped_already.stderr
+    assert json.loads(swapped_already.stdout) == {"table": FRESH, "live": 2, "swapped": True}
+    assert "rebuild of generation 2 already swapped in; generation 1 is removed" in (
+        swapped_already.stderr
+    )
+    assert "the catalog update is finished by the table's next run" in swapped_already.stderr
+    assert _runs(world, FRESH) == []
+    assert _state(world, FRESH)["live"] == 2 and _state(world, FRESH).get("building") is None
